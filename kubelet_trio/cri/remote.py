@@ -1,0 +1,292 @@
+"""``CriRuntime``: the CRI over a unix socket, through grpclib inside one trio-asyncio loop.
+
+grpclib is asyncio-only. A session opens one trio-asyncio loop and one grpclib ``Channel`` for its whole
+lifetime (the channel must be created inside the loop) and calls stubs through ``aio_as_trio``, so a
+Trio cancellation cancels the asyncio side of the call too. grpclib reconnects lazily, which is what lets
+a session outlive a runtime restart: calls fail with ``UnavailableError`` while the runtime is down.
+
+Deadlines: grpclib measures deadlines on the wall clock, so the authoritative timeout is the Trio scope
+around each call; the same remaining time is also passed to grpclib so the runtime sees it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import attrs
+import trio
+import trio_asyncio
+from grpclib import GRPCError, Status
+from grpclib.client import Channel
+from grpclib.exceptions import StreamTerminatedError
+
+from kubelet_trio.cri import errors
+from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.cri.runtime import CRI_API_VERSION
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_REQUEST_TIMEOUT = 120.0  # the Go kubelet's --runtime-request-timeout default (2 min)
+
+_STATUS_ERRORS: dict[Status, type[errors.CriError]] = {
+    Status.NOT_FOUND: errors.NotFoundError,
+    Status.UNAVAILABLE: errors.UnavailableError,
+    Status.DEADLINE_EXCEEDED: errors.DeadlineExceededError,
+    Status.INVALID_ARGUMENT: errors.InvalidArgumentError,
+}
+
+T = TypeVar("T")
+
+
+def socket_path(endpoint: str) -> str:
+    """``unix:///run/x.sock`` (or a bare absolute path) → ``/run/x.sock``."""
+    if endpoint.startswith("unix://"):
+        path = endpoint.removeprefix("unix://")
+    elif endpoint.startswith("/"):
+        path = endpoint
+    else:
+        raise ValueError(f"unsupported CRI endpoint {endpoint!r}: expected unix:///path/to/socket")
+    if not path.startswith("/"):
+        raise ValueError(f"CRI endpoint {endpoint!r} must name an absolute socket path")
+    return path
+
+
+def translate_error(op: str, exc: BaseException) -> errors.CriError | None:
+    """Map a grpclib/transport failure to the project's typed error (None: not a CRI failure)."""
+    if isinstance(exc, GRPCError):
+        message = exc.message or exc.status.name
+        cls = _STATUS_ERRORS.get(exc.status, errors.CriCallError)
+        if op == "PullImage" and cls is errors.CriCallError and "not found" in message:
+            cls = errors.NotFoundError  # containerd reports a missing image as UNKNOWN "...: not found"
+        return cls(op, message, code=exc.status.name)
+    if isinstance(exc, TimeoutError):  # asyncio.TimeoutError is TimeoutError on 3.11+
+        return errors.DeadlineExceededError(op, "deadline exceeded (client side)")
+    if isinstance(exc, (OSError, StreamTerminatedError, ConnectionError)):
+        return errors.UnavailableError(op, f"runtime unreachable: {exc!r}")
+    return None
+
+
+@attrs.define(eq=False)
+class CriRuntime:
+    """The ``Runtime`` protocol over a CRI socket. Create it with :func:`open_cri_runtime`."""
+
+    endpoint: str
+    request_timeout: float
+    _runtime_stub: Any
+    _image_stub: Any
+    loop: asyncio.AbstractEventLoop
+
+    async def _call(
+        self,
+        op: str,
+        method: Callable[..., Awaitable[T]],
+        request: Any,
+        *,
+        limit: float | None,
+    ) -> T:
+        """Run one RPC under ``limit`` seconds (None: only the caller's deadline applies)."""
+        remaining = trio.current_effective_deadline() - trio.current_time()
+        budget = remaining if limit is None else min(limit, remaining)
+        grpc_timeout = None if math.isinf(budget) else max(budget, 0.001)
+        try:
+            with trio.fail_after(budget if not math.isinf(budget) else math.inf):
+                return await trio_asyncio.aio_as_trio(method)(request, timeout=grpc_timeout)
+        except trio.TooSlowError as exc:
+            raise errors.DeadlineExceededError(op, f"no answer within {budget:.3g}s") from exc
+        except Exception as exc:
+            translated = translate_error(op, exc)
+            if translated is None:
+                raise
+            raise translated from exc
+
+    def _rt(self, op: str, name: str, request: Any, *, limit: float | None = -1.0) -> Awaitable[Any]:
+        bound = self.request_timeout if limit == -1.0 else limit
+        return self._call(op, getattr(self._runtime_stub, name), request, limit=bound)
+
+    def _img(self, op: str, name: str, request: Any, *, limit: float | None = -1.0) -> Awaitable[Any]:
+        bound = self.request_timeout if limit == -1.0 else limit
+        return self._call(op, getattr(self._image_stub, name), request, limit=bound)
+
+    # RuntimeService
+
+    async def version(self, api_version: str = CRI_API_VERSION) -> pb.VersionResponse:
+        return await self._rt("Version", "version", pb.VersionRequest(version=api_version))
+
+    async def status(self, verbose: bool = False) -> pb.StatusResponse:
+        return await self._rt("Status", "status", pb.StatusRequest(verbose=verbose))
+
+    async def run_pod_sandbox(self, config: pb.PodSandboxConfig, runtime_handler: str = "") -> str:
+        resp = await self._rt(
+            "RunPodSandbox",
+            "run_pod_sandbox",
+            pb.RunPodSandboxRequest(config=config, runtime_handler=runtime_handler),
+        )
+        return resp.pod_sandbox_id
+
+    async def stop_pod_sandbox(self, pod_sandbox_id: str) -> None:
+        await self._rt(
+            "StopPodSandbox", "stop_pod_sandbox", pb.StopPodSandboxRequest(pod_sandbox_id=pod_sandbox_id)
+        )
+
+    async def remove_pod_sandbox(self, pod_sandbox_id: str) -> None:
+        await self._rt(
+            "RemovePodSandbox",
+            "remove_pod_sandbox",
+            pb.RemovePodSandboxRequest(pod_sandbox_id=pod_sandbox_id),
+        )
+
+    async def pod_sandbox_status(
+        self, pod_sandbox_id: str, verbose: bool = False
+    ) -> pb.PodSandboxStatusResponse:
+        return await self._rt(
+            "PodSandboxStatus",
+            "pod_sandbox_status",
+            pb.PodSandboxStatusRequest(pod_sandbox_id=pod_sandbox_id, verbose=verbose),
+        )
+
+    async def list_pod_sandbox(self, filter: pb.PodSandboxFilter | None = None) -> list[pb.PodSandbox]:
+        resp = await self._rt("ListPodSandbox", "list_pod_sandbox", pb.ListPodSandboxRequest(filter=filter))
+        return list(resp.items)
+
+    async def create_container(
+        self, pod_sandbox_id: str, config: pb.ContainerConfig, sandbox_config: pb.PodSandboxConfig
+    ) -> str:
+        resp = await self._rt(
+            "CreateContainer",
+            "create_container",
+            pb.CreateContainerRequest(
+                pod_sandbox_id=pod_sandbox_id, config=config, sandbox_config=sandbox_config
+            ),
+        )
+        return resp.container_id
+
+    async def start_container(self, container_id: str) -> None:
+        await self._rt(
+            "StartContainer", "start_container", pb.StartContainerRequest(container_id=container_id)
+        )
+
+    async def stop_container(self, container_id: str, timeout_seconds: int) -> None:
+        # Like the Go kubelet: the RPC may take the grace period plus the usual request timeout.
+        await self._rt(
+            "StopContainer",
+            "stop_container",
+            pb.StopContainerRequest(container_id=container_id, timeout=timeout_seconds),
+            limit=self.request_timeout + max(timeout_seconds, 0),
+        )
+
+    async def remove_container(self, container_id: str) -> None:
+        await self._rt(
+            "RemoveContainer", "remove_container", pb.RemoveContainerRequest(container_id=container_id)
+        )
+
+    async def list_containers(self, filter: pb.ContainerFilter | None = None) -> list[pb.Container]:
+        resp = await self._rt("ListContainers", "list_containers", pb.ListContainersRequest(filter=filter))
+        return list(resp.containers)
+
+    async def container_status(self, container_id: str, verbose: bool = False) -> pb.ContainerStatusResponse:
+        return await self._rt(
+            "ContainerStatus",
+            "container_status",
+            pb.ContainerStatusRequest(container_id=container_id, verbose=verbose),
+        )
+
+    async def exec_sync(
+        self, container_id: str, cmd: list[str], timeout_seconds: int = 0
+    ) -> pb.ExecSyncResponse:
+        # timeout 0 means "no limit" in the CRI; otherwise allow the request timeout on top of it.
+        limit = None if timeout_seconds <= 0 else self.request_timeout + timeout_seconds
+        return await self._rt(
+            "ExecSync",
+            "exec_sync",
+            pb.ExecSyncRequest(container_id=container_id, cmd=list(cmd), timeout=timeout_seconds),
+            limit=limit,
+        )
+
+    async def container_stats(self, container_id: str) -> pb.ContainerStats:
+        resp = await self._rt(
+            "ContainerStats", "container_stats", pb.ContainerStatsRequest(container_id=container_id)
+        )
+        return resp.stats
+
+    async def list_container_stats(
+        self, filter: pb.ContainerStatsFilter | None = None
+    ) -> list[pb.ContainerStats]:
+        resp = await self._rt(
+            "ListContainerStats", "list_container_stats", pb.ListContainerStatsRequest(filter=filter)
+        )
+        return list(resp.stats)
+
+    async def update_runtime_config(self, runtime_config: pb.RuntimeConfig) -> None:
+        await self._rt(
+            "UpdateRuntimeConfig",
+            "update_runtime_config",
+            pb.UpdateRuntimeConfigRequest(runtime_config=runtime_config),
+        )
+
+    # ImageService
+
+    async def list_images(self, filter: pb.ImageFilter | None = None) -> list[pb.Image]:
+        resp = await self._img("ListImages", "list_images", pb.ListImagesRequest(filter=filter))
+        return list(resp.images)
+
+    async def image_status(self, image: pb.ImageSpec, verbose: bool = False) -> pb.Image | None:
+        resp = await self._img(
+            "ImageStatus", "image_status", pb.ImageStatusRequest(image=image, verbose=verbose)
+        )
+        return resp.image if resp.image is not None and resp.image.id else None
+
+    async def pull_image(
+        self,
+        image: pb.ImageSpec,
+        auth: pb.AuthConfig | None = None,
+        sandbox_config: pb.PodSandboxConfig | None = None,
+    ) -> str:
+        # Unbounded like the Go kubelet's pulls (they can take long); the caller can still cancel.
+        resp = await self._img(
+            "PullImage",
+            "pull_image",
+            pb.PullImageRequest(image=image, auth=auth, sandbox_config=sandbox_config),
+            limit=None,
+        )
+        return resp.image_ref
+
+    async def remove_image(self, image: pb.ImageSpec) -> None:
+        await self._img("RemoveImage", "remove_image", pb.RemoveImageRequest(image=image))
+
+    async def image_fs_info(self) -> pb.ImageFsInfoResponse:
+        return await self._img("ImageFsInfo", "image_fs_info", pb.ImageFsInfoRequest())
+
+
+@contextlib.asynccontextmanager
+async def open_cri_runtime(
+    endpoint: str,
+    image_endpoint: str | None = None,
+    *,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+) -> AsyncIterator[CriRuntime]:
+    """Open a CRI session: one trio-asyncio loop, one channel per distinct socket, closed on exit.
+
+    Nothing is dialled here; the first call connects (and a later call reconnects after a restart).
+    """
+    runtime_path = socket_path(endpoint)
+    image_path = socket_path(image_endpoint) if image_endpoint else runtime_path
+    async with trio_asyncio.open_loop() as loop:
+        channels = {runtime_path: Channel(path=runtime_path)}
+        if image_path not in channels:
+            channels[image_path] = Channel(path=image_path)
+        try:
+            yield CriRuntime(
+                endpoint=endpoint,
+                request_timeout=request_timeout,
+                runtime_stub=pb.RuntimeServiceStub(channels[runtime_path]),
+                image_stub=pb.ImageServiceStub(channels[image_path]),
+                loop=loop,
+            )
+        finally:
+            for channel in channels.values():
+                channel.close()

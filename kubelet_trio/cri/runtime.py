@@ -1,0 +1,104 @@
+"""The ``Runtime`` protocol: the kubelet's view of a container runtime.
+
+It mirrors the CRI ``RuntimeService`` and ``ImageService`` one method per RPC (like the Go kubelet's
+``internalapi.RuntimeService``/``ImageManagerService``) and speaks the generated CRI message types, so
+``CriRuntime`` passes them straight to gRPC and ``SimRuntime`` can be served over gRPC unchanged.
+
+Conventions:
+- Methods raise :mod:`kubelet_trio.cri.errors` exceptions, never grpclib ones.
+- Timeouts belong to the caller (``trio.fail_after``); ``timeout_seconds`` arguments are CRI fields
+  (the stop grace period, the ExecSync limit), not client deadlines.
+- ``list_*`` methods return plain lists.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from kubelet_trio.cri.gen.runtime import v1 as pb
+
+CRI_API_VERSION = "v1"
+
+
+@runtime_checkable
+class RuntimeService(Protocol):
+    """CRI RuntimeService."""
+
+    async def version(self, api_version: str = CRI_API_VERSION) -> pb.VersionResponse: ...
+
+    async def status(self, verbose: bool = False) -> pb.StatusResponse: ...
+
+    async def run_pod_sandbox(self, config: pb.PodSandboxConfig, runtime_handler: str = "") -> str:
+        """Create and start a sandbox; return its id."""
+        ...
+
+    async def stop_pod_sandbox(self, pod_sandbox_id: str) -> None: ...
+
+    async def remove_pod_sandbox(self, pod_sandbox_id: str) -> None: ...
+
+    async def pod_sandbox_status(
+        self, pod_sandbox_id: str, verbose: bool = False
+    ) -> pb.PodSandboxStatusResponse: ...
+
+    async def list_pod_sandbox(self, filter: pb.PodSandboxFilter | None = None) -> list[pb.PodSandbox]: ...
+
+    async def create_container(
+        self, pod_sandbox_id: str, config: pb.ContainerConfig, sandbox_config: pb.PodSandboxConfig
+    ) -> str:
+        """Create a container in a sandbox; return its id."""
+        ...
+
+    async def start_container(self, container_id: str) -> None: ...
+
+    async def stop_container(self, container_id: str, timeout_seconds: int) -> None:
+        """SIGTERM (or the image's stop signal), then SIGKILL after ``timeout_seconds``."""
+        ...
+
+    async def remove_container(self, container_id: str) -> None: ...
+
+    async def list_containers(self, filter: pb.ContainerFilter | None = None) -> list[pb.Container]: ...
+
+    async def container_status(
+        self, container_id: str, verbose: bool = False
+    ) -> pb.ContainerStatusResponse: ...
+
+    async def exec_sync(
+        self, container_id: str, cmd: list[str], timeout_seconds: int = 0
+    ) -> pb.ExecSyncResponse: ...
+
+    async def container_stats(self, container_id: str) -> pb.ContainerStats: ...
+
+    async def list_container_stats(
+        self, filter: pb.ContainerStatsFilter | None = None
+    ) -> list[pb.ContainerStats]: ...
+
+    async def update_runtime_config(self, runtime_config: pb.RuntimeConfig) -> None: ...
+
+
+@runtime_checkable
+class ImageService(Protocol):
+    """CRI ImageService."""
+
+    async def list_images(self, filter: pb.ImageFilter | None = None) -> list[pb.Image]: ...
+
+    async def image_status(self, image: pb.ImageSpec, verbose: bool = False) -> pb.Image | None:
+        """The image, or None when it is not present (CRI returns an empty status, not an error)."""
+        ...
+
+    async def pull_image(
+        self,
+        image: pb.ImageSpec,
+        auth: pb.AuthConfig | None = None,
+        sandbox_config: pb.PodSandboxConfig | None = None,
+    ) -> str:
+        """Pull an image; return its reference (the image id or digest the runtime reports)."""
+        ...
+
+    async def remove_image(self, image: pb.ImageSpec) -> None: ...
+
+    async def image_fs_info(self) -> pb.ImageFsInfoResponse: ...
+
+
+@runtime_checkable
+class Runtime(RuntimeService, ImageService, Protocol):
+    """Both services together: what the kubelet holds."""

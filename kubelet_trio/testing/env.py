@@ -1,0 +1,90 @@
+"""One call to get a real CRI to test against: registry + images + private containerd.
+
+``LocalCriEnvironment`` is synchronous on purpose: it runs from pytest session fixtures, benchmarks and
+the demo before any Trio loop exists.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import attrs
+import trio
+
+from kubelet_trio.testing.containerd import PrivateContainerd
+from kubelet_trio.testing.images import TestImages, push_test_images
+from kubelet_trio.testing.registry import LocalRegistry
+
+REQUIRED_BINARIES = ("containerd", "runc", "ctr", "docker-registry")
+
+
+def missing_prerequisites() -> list[str]:
+    """What stops a real-containerd run here (empty when it can run)."""
+    missing = [f"{b} not installed" for b in REQUIRED_BINARIES if shutil.which(b) is None]
+    if not Path("/bin/busybox").exists():
+        missing.append("/bin/busybox not installed (busybox-static)")
+    if os.geteuid() != 0:
+        missing.append("not running as root")
+    return missing
+
+
+async def remove_all_pods(endpoint: str) -> None:
+    """Stop and remove every sandbox (and so every container) the runtime has."""
+    from kubelet_trio.cri.remote import open_cri_runtime
+
+    async with open_cri_runtime(endpoint, request_timeout=30) as rt:
+        for sandbox in await rt.list_pod_sandbox():
+            await rt.stop_pod_sandbox(sandbox.id)
+            await rt.remove_pod_sandbox(sandbox.id)
+
+
+@attrs.define(eq=False)
+class LocalCriEnvironment:
+    """Start with :meth:`start`, tear down with :meth:`close` (which also removes all pods)."""
+
+    workdir: Path = attrs.field(factory=lambda: Path(tempfile.mkdtemp(prefix="kubelet-trio-cri-")))
+    registry: LocalRegistry = attrs.field(init=False)
+    containerd: PrivateContainerd = attrs.field(init=False)
+    images: TestImages = attrs.field(init=False)
+
+    @property
+    def endpoint(self) -> str:
+        return self.containerd.endpoint
+
+    @property
+    def missing_image(self) -> str:
+        """A reference on the live registry that does not exist."""
+        return f"{self.registry.address}/kubelet-trio/does-not-exist:1"
+
+    def start(self) -> LocalCriEnvironment:
+        self.registry = LocalRegistry(self.workdir / "registry")
+        self.registry.start()
+        self.images = push_test_images(self.registry.address)
+        self.containerd = PrivateContainerd(
+            self.workdir / "containerd",
+            sandbox_image=self.images.pause,
+            registries=[self.registry.address],
+        )
+        self.containerd.start()
+        return self
+
+    def close(self) -> None:
+        try:
+            if self.containerd.running:
+                trio.run(remove_all_pods, self.endpoint)
+        finally:
+            self.containerd.stop()
+            self.containerd.kill_shims()
+            self.containerd.unmount_all()
+            self.registry.stop()
+            subprocess.run(["rm", "-rf", str(self.workdir)], check=False)
+
+    def __enter__(self) -> LocalCriEnvironment:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

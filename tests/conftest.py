@@ -1,0 +1,73 @@
+"""Shared fixtures: the runtime targets of the contract suite.
+
+Targets: ``sim`` (SimRuntime in-process), ``sim-cri`` (SimRuntime served by ``kubelet-trio sim-cri`` in a
+subprocess, reached with CriRuntime) and ``containerd`` (a private containerd provisioned for the run).
+In CI (``CI=true``) the containerd tier must run: a missing prerequisite fails instead of skipping, and any
+skipped ``containerd`` test fails the session.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kubelet_trio.testing.env import LocalCriEnvironment, missing_prerequisites
+
+IN_CI = os.environ.get("CI") == "true"
+_skipped_containerd: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def cri_env() -> Iterator[LocalCriEnvironment]:
+    """A private containerd + loopback registry with busybox images, for the whole run."""
+    missing = missing_prerequisites()
+    if missing:
+        reason = "containerd tier unavailable: " + "; ".join(missing)
+        if IN_CI:
+            pytest.fail(reason + " (CI=true: the containerd tier must run)")
+        pytest.skip(reason)
+    env = LocalCriEnvironment().start()
+    try:
+        yield env
+    finally:
+        env.close()
+
+
+@pytest.fixture(scope="session")
+def sim_cri_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``kubelet-trio sim-cri`` serving on a private socket, as a separate process."""
+    sock = tmp_path_factory.mktemp("sim-cri") / "sim.sock"
+    endpoint = f"unix://{sock}"
+    log = (sock.parent / "sim-cri.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kubelet_trio", "sim-cri", "--listen", endpoint], stdout=log, stderr=log
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not sock.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"sim-cri did not start: {Path(log.name).read_text()}")
+            time.sleep(0.05)
+        yield endpoint
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and "containerd" in report.keywords:
+        _skipped_containerd.append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if IN_CI and _skipped_containerd:
+        print(f"\nCI=true but {len(_skipped_containerd)} containerd test(s) were skipped:", file=sys.stderr)
+        for nodeid in _skipped_containerd:
+            print(f"  {nodeid}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
