@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -44,15 +43,16 @@ def sim_cri_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``kubelet-trio sim-cri`` serving on a private socket, as a separate process."""
     sock = tmp_path_factory.mktemp("sim-cri") / "sim.sock"
     endpoint = f"unix://{sock}"
-    log = (sock.parent / "sim-cri.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kubelet_trio", "sim-cri", "--listen", endpoint], stdout=log, stderr=log
-    )
+    log = sock.parent / "sim-cri.log"
+    with log.open("wb") as out:  # the child keeps its own descriptor
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kubelet_trio", "sim-cri", "--listen", endpoint], stdout=out, stderr=out
+        )
     try:
         deadline = time.monotonic() + 30
         while not sock.exists():
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"sim-cri did not start: {Path(log.name).read_text()}")
+                raise RuntimeError(f"sim-cri did not start: {log.read_text()}")
             time.sleep(0.05)
         yield endpoint
     finally:

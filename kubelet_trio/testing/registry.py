@@ -41,7 +41,8 @@ class LocalRegistry:
         config.write_text(
             "version: 0.1\n"
             "log: {level: warn}\n"
-            f"storage: {{filesystem: {{rootdirectory: {self.workdir / 'data'}}}, delete: {{enabled: true}}}}\n"
+            f"storage: {{filesystem: {{rootdirectory: {self.workdir / 'data'}}}, "
+            "delete: {enabled: true}}\n"
             f"http: {{addr: '{self.address}'}}\n"
         )
         log_path = self.workdir / "registry.log"

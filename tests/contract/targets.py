@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import secrets
-from contextlib import aclosing
 from collections.abc import Callable
+from contextlib import aclosing, suppress
 
 import attrs
 import trio
@@ -32,9 +32,7 @@ EXIT_3_AFTER_1S = Behaviour(
     ["sh", "-c", "echo hello; echo world; sleep 1; exit 3"], 'print "hello" "world"; exit 3 after 1s'
 )
 EXIT_0 = Behaviour(["sh", "-c", "echo done"], 'print "done"; exit 0')
-EXEC_SCRIPTED = Behaviour(
-    FOREVER.command, 'run; exec sh -c "exit 4" -> 4; exec sleep 30 -> 0 after 30s'
-)
+EXEC_SCRIPTED = Behaviour(FOREVER.command, 'run; exec sh -c "exit 4" -> 4; exec sleep 30 -> 0 after 30s')
 
 
 @attrs.define(eq=False)
@@ -105,10 +103,8 @@ class Target:
     async def cleanup(self) -> None:
         with trio.move_on_after(60, shield=True):
             for sandbox_id in self.created_sandboxes:
-                try:
+                with suppress(errors.NotFoundError):
                     await self.runtime.stop_pod_sandbox(sandbox_id)
-                except errors.NotFoundError:
-                    pass
                 await self.runtime.remove_pod_sandbox(sandbox_id)
 
 

@@ -24,7 +24,9 @@ from tests.contract.targets import (
     exited,
 )
 
-CRI_LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)) (stdout|stderr) ([FP]) (.*)$")
+CRI_LOG_LINE = re.compile(
+    r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)) (stdout|stderr) ([FP]) (.*)$"
+)
 
 
 def running(status: pb.ContainerStatus) -> bool:
@@ -82,7 +84,7 @@ async def test_sandbox_name_is_reserved_per_attempt(target: Target) -> None:
     assert meta is not None
     with pytest.raises(errors.CriError, match="reserved"):
         await target.new_sandbox(name=meta.name, uid=meta.uid, attempt=0)
-    second, second_config = await target.new_sandbox(name=meta.name, uid=meta.uid, attempt=1)
+    second, _second_config = await target.new_sandbox(name=meta.name, uid=meta.uid, attempt=1)
     status = (await target.runtime.pod_sandbox_status(second)).status
     assert status is not None and status.metadata is not None
     assert status.metadata.attempt == 1

@@ -1,0 +1,121 @@
+"""``kubelet-trio sim-cri``: serve the simulated runtime as a CRI gRPC server on a unix socket.
+
+Any CRI client can then drive it: ``crictl --runtime-endpoint unix:///tmp/sim.sock ps``, the Go
+kubelet, or ``kubelet-trio`` itself. Runs until SIGINT or SIGTERM, then exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+
+import trio
+
+from kubelet_trio.cri.remote import socket_path
+from kubelet_trio.sim.runtime import SimRuntime
+from kubelet_trio.sim.script import ScriptError, parse_script
+from kubelet_trio.sim.server import serve_sim_cri
+
+logger = logging.getLogger(__name__)
+
+
+def _socket_path(endpoint: str) -> str:
+    try:
+        return socket_path(endpoint)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _image_behaviour(text: str) -> tuple[str, str]:
+    ref, sep, script = text.partition("=")
+    if not sep or not ref:
+        raise argparse.ArgumentTypeError(f"expected REF=SCRIPT, got {text!r}")
+    try:
+        parse_script(script)
+    except ScriptError as err:
+        raise argparse.ArgumentTypeError(f"{ref}: {err}") from None
+    return ref, script
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
+    return value
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kubelet-trio sim-cri",
+        description="Serve a simulated container runtime (scripted containers, no processes) over CRI.",
+        epilog="Container behaviour scripts are documented in kubelet_trio.sim.script "
+        "(e.g. 'print \"hello\"; exit 3 after 2s').",
+    )
+    parser.add_argument(
+        "--listen", required=True, type=_socket_path, metavar="unix:///PATH", help="socket to serve on"
+    )
+    parser.add_argument(
+        "--image-behaviour",
+        action="append",
+        default=[],
+        type=_image_behaviour,
+        metavar="REF=SCRIPT",
+        help="default behaviour of containers of image REF (repeatable)",
+    )
+    parser.add_argument(
+        "--pull-delay", type=_non_negative, default=0.0, metavar="SECONDS", help="how long each pull takes"
+    )
+    parser.add_argument(
+        "--preload",
+        action="append",
+        default=[],
+        metavar="REF",
+        help="image present without a pull (repeatable)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every CRI call")
+    return parser
+
+
+async def serve(sim: SimRuntime, socket_path: str) -> None:
+    """Serve until SIGINT/SIGTERM."""
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve_sim_cri, sim, socket_path)
+            logger.info("serving CRI on unix://%s", socket_path)
+            async for signum in signals:
+                logger.info("received %s, shutting down", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    sim = SimRuntime(
+        image_behaviours=dict(args.image_behaviour),
+        pull_delay=args.pull_delay,
+        preloaded_images=args.preload,
+    )
+    failures: list[BaseException] = []
+    try:
+        trio.run(serve, sim, args.listen)
+    except* OSError as group:  # e.g. the socket's directory cannot be created
+        failures.extend(_leaves(group))
+    for err in failures:
+        logger.error("cannot serve CRI on unix://%s: %s", args.listen, err)
+    return 1 if failures else 0

@@ -1,0 +1,621 @@
+"""``SimRuntime``: the :class:`~kubelet_trio.cri.runtime.Runtime` protocol in memory, with no processes.
+
+Containers follow behaviour scripts (:mod:`kubelet_trio.sim.script`) chosen per container by
+
+1. the sandbox annotation ``sim.kubelet-trio.io/<container name>`` (pod annotations reach
+   RunPodSandbox; CreateContainer's ``sandbox_config`` is consulted first), else
+2. ``image_behaviours`` given to the constructor, matched by exact image reference (any spelling:
+   ``busybox`` = ``docker.io/library/busybox:latest``, or the image id), then by a key without tag or
+   digest matching any tag of that repository, else
+3. ``run``.
+
+Observable behaviour follows containerd 1.6's CRI plugin for everything a kubelet relies on (error codes
+and messages included), as checked by the shared contract suite (``tests/contract``). Deliberate
+differences: ExecSync of an unscripted command answers exit code 126 instead of failing the RPC, and
+a sandbox's "pause process" only dies through :meth:`SimRuntime.kill_sandbox_process`.
+
+Time: every timestamp is ``a wall-clock base + Trio time elapsed`` (see :class:`~kubelet_trio.clock.WallClock`; pass ``clock=`` to share one with a kubelet), and state is
+computed lazily when read, so there are no background tasks and a ``MockClock`` drives hours of container
+life in no time. Calls that take time (a stop whose SIGTERM is ignored, slow pulls, slow execs) simply
+``await trio.sleep(...)`` and are cancellable. Use one SimRuntime within one ``trio.run``. Log files are
+written through ``trio.to_thread`` when a container starts (under an autojump MockClock the clock may
+jump while that thread runs if other tasks are sleeping; the start time is taken before the write).
+
+Images: any reference pulls successfully (taking ``pull_delay``/``pull_delays``; an image already present
+returns at once) except references under the registry host ``sim.invalid`` (NotFoundError at once, with
+containerd's message) and those listed in ``pull_failures``. A bad script in an annotation fails
+CreateContainer with InvalidArgumentError naming the annotation and the clause.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
+
+import attrs
+import trio
+
+from kubelet_trio import __version__
+from kubelet_trio.cri import errors
+from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.cri.runtime import CRI_API_VERSION
+from kubelet_trio.clock import WallClock, go_duration, rfc3339_nano
+from kubelet_trio.sim.images import ImageStore, RefTable, SimImage, normalize, parse_ref
+from kubelet_trio.sim.records import (
+    ERROR,
+    SIGKILL_EXIT,
+    SIGTERM_EXIT,
+    START_ERROR,
+    START_ERROR_EXIT,
+    ContainerRecord,
+    Exit,
+    IpPool,
+    SandboxRecord,
+    exit_reason,
+)
+from kubelet_trio.sim.script import RUN, Behaviour, ScriptError, parse_script
+
+logger = logging.getLogger(__name__)
+
+SIM_ANNOTATION_PREFIX = "sim.kubelet-trio.io/"
+RUNTIME_NAME = "kubelet-trio-sim"
+KUBELET_API_VERSION = "0.1.0"  # VersionResponse.version: what containerd reports too
+MISSING_IMAGE_HOST = "sim.invalid"  # images under this registry host never exist
+DEFAULT_POD_CIDR = "10.88.0.0/16"
+IMAGE_FS_MOUNTPOINT = "/var/lib/kubelet-trio-sim/io.containerd.snapshotter.v1.overlayfs"
+INODES_PER_IMAGE = 420
+
+T = TypeVar("T")
+
+
+def _new_id(rng: random.Random) -> str:
+    return f"{rng.getrandbits(256):064x}"
+
+
+def _resolve(store: Mapping[str, T], key: str, op: str, context: str) -> T | None:
+    """Find by full id or unique prefix (containerd's truncindex); an ambiguous prefix is an error."""
+    if key in store:
+        return store[key]
+    matches = [value for id_, value in store.items() if key and id_.startswith(key)]
+    if len(matches) > 1:
+        raise errors.CriCallError(op, f"{context}: Multiple IDs found with provided prefix: {key}")
+    return matches[0] if matches else None
+
+
+def _get(store: Mapping[str, T], key: str, op: str, context: str) -> T:
+    found = _resolve(store, key, op, context)
+    if found is None:
+        raise errors.NotFoundError(op, f"{context}: not found")
+    return found
+
+
+def _labels_match(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
+    return all(labels.get(key) == value for key, value in selector.items())
+
+
+def _log_lines(behaviour: Behaviour, wall_ns: int) -> str:
+    stamp = rfc3339_nano(wall_ns)
+    return "".join(f"{stamp} {line.stream} F {line.text}\n" for line in behaviour.output)
+
+
+def _log_path(log_directory: str, log_path: str) -> str:
+    """``<log_directory>/<log_path>`` cleaned like Go's filepath.Join; "" unless both are set."""
+    return os.path.normpath(os.path.join(log_directory, log_path)) if log_directory and log_path else ""
+
+
+def _append(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(text)
+
+
+@attrs.define(eq=False, kw_only=True)
+class SimRuntime:
+    """An in-memory CRI runtime (RuntimeService + ImageService) with scripted containers.
+
+    Args:
+        image_behaviours: image reference → behaviour script, the default for containers of that image.
+        pull_delay: seconds (Trio time) every pull of an absent image takes.
+        pull_delays: per-image pull durations, overriding ``pull_delay``.
+        pull_failures: image reference → error message; pulling it fails (after its delay) with
+            ``failed to pull and unpack image "<ref>": <message>`` (NotFoundError when the message
+            says "not found", else CriCallError). Images under ``sim.invalid`` never exist.
+        preloaded_images: images present from the start (no pull needed).
+        pod_cidr: where pod IPs come from (``UpdateRuntimeConfig`` with a pod CIDR switches it).
+        node_ip: the IP reported for host-network sandboxes; "" like containerd (the kubelet uses the
+            node's address for those pods itself).
+        id_seed: seed for sandbox/container ids, for reproducible runs (default: random).
+        wall_clock_start_ns: the wall-clock time (ns) that the clock origin maps to (default: the real
+            time at construction). The origin is the Trio time at construction when built inside
+            ``trio.run``, else the Trio time of first use.
+        clock: a :class:`~kubelet_trio.clock.WallClock` to share with a kubelet, so that both read the
+            same wall-clock time (backoff anchored on ``finishedAt`` is then exact under MockClock).
+    """
+
+    image_behaviours: Mapping[str, str] = attrs.field(factory=dict)
+    pull_delay: float = 0.0
+    pull_delays: Mapping[str, float] = attrs.field(factory=dict)
+    pull_failures: Mapping[str, str] = attrs.field(factory=dict)
+    preloaded_images: Iterable[str] = ()
+    pod_cidr: str = DEFAULT_POD_CIDR
+    node_ip: str = ""
+    id_seed: int | None = None
+    wall_clock_start_ns: int | None = None
+    clock: WallClock | None = None
+
+    _rng: random.Random = attrs.field(init=False)
+    _ips: IpPool = attrs.field(init=False)
+    _behaviours: RefTable[Behaviour] = attrs.field(init=False)
+    _pull_delays: RefTable[float] = attrs.field(init=False)
+    _pull_failures: RefTable[str] = attrs.field(init=False)
+    _images: ImageStore = attrs.field(init=False, factory=ImageStore)
+    _sandboxes: dict[str, SandboxRecord] = attrs.field(init=False, factory=dict)
+    _containers: dict[str, ContainerRecord] = attrs.field(init=False, factory=dict)
+    _sandbox_names: dict[str, str] = attrs.field(init=False, factory=dict)
+    _container_names: dict[str, str] = attrs.field(init=False, factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        if self.clock is None:
+            self.clock = (
+                WallClock()
+                if self.wall_clock_start_ns is None
+                else WallClock(base_wall_ns=self.wall_clock_start_ns)
+            )
+        self._rng = random.Random(self.id_seed)
+        self._ips = IpPool.for_cidr(self.pod_cidr)
+        behaviours: dict[str, Behaviour] = {}
+        for ref, script in self.image_behaviours.items():
+            try:
+                behaviours[ref] = parse_script(script)
+            except ScriptError as err:
+                raise ScriptError(f"behaviour for image {ref!r}: {err}") from None
+        self._behaviours = RefTable.of(behaviours)
+        self._pull_delays = RefTable.of(self.pull_delays)
+        self._pull_failures = RefTable.of(self.pull_failures)
+        for ref in self.preloaded_images:
+            self._images.add(ref)
+
+    def _now(self) -> int:
+        assert self.clock is not None
+        return self.clock.wall_ns()
+
+    # --- harness extras -------------------------------------------------------------------------
+
+    def kill_sandbox_process(self, sandbox_id: str) -> None:
+        """Simulate the sandbox's pause process dying: the sandbox turns NOTREADY and its running
+        containers are killed (exit code 137). The network stays set up until StopPodSandbox."""
+        sandbox = _get(self._sandboxes, sandbox_id, "kill_sandbox_process", f"sandbox {sandbox_id!r}")
+        sandbox.ready = False
+        self._kill_containers(sandbox.id)
+        logger.info("sim: sandbox process killed sandbox=%s", sandbox.id)
+
+    def crash_container(self, container_id: str, exit_code: int) -> None:
+        """Make a running container exit now with ``exit_code`` (reason Completed for 0, else Error)."""
+        container = _get(self._containers, container_id, "crash_container", f"container {container_id!r}")
+        now = self._now()
+        state = container.state(now)
+        if state is not pb.ContainerState.CONTAINER_RUNNING:
+            raise errors.CriCallError("crash_container", f"container is in {state.name} state")
+        container.terminate(Exit(now, exit_code, exit_reason(exit_code)))
+        logger.info("sim: container crashed container=%s exit_code=%d", container.id, exit_code)
+
+    # --- RuntimeService ------------------------------------------------------------------------
+
+    async def version(self, api_version: str = CRI_API_VERSION) -> pb.VersionResponse:
+        return pb.VersionResponse(
+            version=KUBELET_API_VERSION,
+            runtime_name=RUNTIME_NAME,
+            runtime_version=__version__,
+            runtime_api_version=CRI_API_VERSION,
+        )
+
+    async def status(self, verbose: bool = False) -> pb.StatusResponse:
+        conditions = [
+            pb.RuntimeCondition(type="RuntimeReady", status=True),
+            pb.RuntimeCondition(type="NetworkReady", status=True),
+        ]
+        info = {"config": json.dumps({"podCIDR": self.pod_cidr, "sim": True})} if verbose else {}
+        return pb.StatusResponse(status=pb.RuntimeStatus(conditions=conditions), info=info)
+
+    async def update_runtime_config(self, runtime_config: pb.RuntimeConfig) -> None:
+        cidr = runtime_config.network_config.pod_cidr if runtime_config.network_config else ""
+        if cidr and cidr != self.pod_cidr:
+            self._ips = IpPool.for_cidr(cidr)
+            self.pod_cidr = cidr
+
+    async def run_pod_sandbox(self, config: pb.PodSandboxConfig, runtime_handler: str = "") -> str:
+        op = "RunPodSandbox"
+        md = config.metadata
+        if md is None:
+            raise errors.CriCallError(op, "sandbox config must include metadata")
+        name = f"{md.name}_{md.namespace}_{md.uid}_{md.attempt}"
+        if name in self._sandbox_names:
+            owner = self._sandbox_names[name]
+            raise errors.CriCallError(
+                op, f'failed to reserve sandbox name "{name}": name "{name}" is reserved for "{owner}"'
+            )
+        sandbox_id = self._unique_id()
+        namespaces = (
+            config.linux.security_context.namespace_options
+            if config.linux and config.linux.security_context
+            else None
+        )
+        host_network = namespaces is not None and namespaces.network is pb.NamespaceMode.NODE
+        ip = self.node_ip if host_network else self._ips.allocate()
+        self._sandbox_names[name] = sandbox_id
+        self._sandboxes[sandbox_id] = SandboxRecord(
+            id=sandbox_id, config=config, runtime_handler=runtime_handler, created_ns=self._now(), ip=ip
+        )
+        logger.debug("sim: sandbox ready sandbox=%s pod=%s/%s ip=%s", sandbox_id, md.namespace, md.name, ip)
+        return sandbox_id
+
+    async def stop_pod_sandbox(self, pod_sandbox_id: str) -> None:
+        op = "StopPodSandbox"
+        sandbox = _get(
+            self._sandboxes,
+            pod_sandbox_id,
+            op,
+            f'an error occurred when try to find sandbox "{pod_sandbox_id}"',
+        )
+        self._stop_sandbox(sandbox)
+
+    def _stop_sandbox(self, sandbox: SandboxRecord) -> None:
+        # containerd stops every container with timeout 0 (SIGKILL), then the pause container.
+        self._kill_containers(sandbox.id)
+        sandbox.ready = False
+        if not sandbox.network_closed:
+            sandbox.network_closed = True
+            self._ips.release(sandbox.ip)
+
+    def _kill_containers(self, sandbox_id: str) -> None:
+        now = self._now()
+        for container in self._containers.values():
+            if container.sandbox_id == sandbox_id:
+                container.terminate(Exit(now, SIGKILL_EXIT, ERROR))
+
+    async def remove_pod_sandbox(self, pod_sandbox_id: str) -> None:
+        op = "RemovePodSandbox"
+        context = f'an error occurred when try to find sandbox "{pod_sandbox_id}"'
+        sandbox = _resolve(self._sandboxes, pod_sandbox_id, op, context)
+        if sandbox is None:
+            return  # like containerd: removing what does not exist succeeds
+        self._stop_sandbox(sandbox)
+        for container in [c for c in self._containers.values() if c.sandbox_id == sandbox.id]:
+            self._drop_container(container)
+        del self._sandboxes[sandbox.id]
+        self._sandbox_names = {k: v for k, v in self._sandbox_names.items() if v != sandbox.id}
+        logger.debug("sim: sandbox removed sandbox=%s", sandbox.id)
+
+    async def pod_sandbox_status(
+        self, pod_sandbox_id: str, verbose: bool = False
+    ) -> pb.PodSandboxStatusResponse:
+        op = "PodSandboxStatus"
+        sandbox = _get(self._sandboxes, pod_sandbox_id, op, "an error occurred when try to find sandbox")
+        info = {"info": json.dumps({"sandboxID": sandbox.id, "pid": 0, "sim": True})} if verbose else {}
+        return pb.PodSandboxStatusResponse(status=sandbox.status(), info=info)
+
+    async def list_pod_sandbox(self, filter: pb.PodSandboxFilter | None = None) -> list[pb.PodSandbox]:
+        sandboxes: Iterable[SandboxRecord] = self._sandboxes.values()
+        if filter is not None:
+            sandbox_id = self._normalize_filter_id(self._sandboxes, filter.id)
+            sandboxes = [
+                s
+                for s in sandboxes
+                if (not sandbox_id or s.id == sandbox_id)
+                and (filter.state is None or s.state is filter.state.state)
+                and _labels_match(s.config.labels, filter.label_selector)
+            ]
+        return [s.to_pb() for s in sandboxes]  # insertion order = created_at order
+
+    async def create_container(
+        self, pod_sandbox_id: str, config: pb.ContainerConfig, sandbox_config: pb.PodSandboxConfig
+    ) -> str:
+        op = "CreateContainer"
+        sandbox = _get(self._sandboxes, pod_sandbox_id, op, f'failed to find sandbox id "{pod_sandbox_id}"')
+        if not sandbox.ready:  # containerd looks up the pause task, which is gone
+            raise errors.NotFoundError(
+                op,
+                f"failed to get sandbox container task: no running task found: "
+                f"task {sandbox.id} not found: not found",
+            )
+        md = config.metadata
+        if md is None:
+            raise errors.CriCallError(op, "container config must include metadata")
+        smd = (sandbox_config.metadata if sandbox_config else None) or sandbox.metadata
+        name = f"{md.name}_{smd.name}_{smd.namespace}_{smd.uid}_{md.attempt}"
+        if name in self._container_names:
+            owner = self._container_names[name]
+            raise errors.CriCallError(
+                op, f'failed to reserve container name "{name}": name "{name}" is reserved for "{owner}"'
+            )
+        spec = config.image or pb.ImageSpec()
+        image = self._images.find(spec.image)
+        if image is None:
+            raise errors.NotFoundError(op, f'failed to resolve image "{spec.image}": not found')
+        behaviour = self._behaviour_for(op, md.name, sandbox, sandbox_config, spec, image)
+        log_path = _log_path(sandbox.config.log_directory, config.log_path)
+        container_id = self._unique_id()
+        self._container_names[name] = container_id
+        self._containers[container_id] = ContainerRecord(
+            id=container_id,
+            sandbox_id=sandbox.id,
+            config=config,
+            image=image,
+            behaviour=behaviour,
+            log_path=log_path,
+            created_ns=self._now(),
+        )
+        logger.debug(
+            "sim: container created container=%s sandbox=%s name=%s", container_id, sandbox.id, md.name
+        )
+        return container_id
+
+    def _behaviour_for(
+        self,
+        op: str,
+        container_name: str,
+        sandbox: SandboxRecord,
+        sandbox_config: pb.PodSandboxConfig | None,
+        spec: pb.ImageSpec,
+        image: SimImage,
+    ) -> Behaviour:
+        key = SIM_ANNOTATION_PREFIX + container_name
+        for source in (sandbox_config.annotations if sandbox_config else {}, sandbox.config.annotations):
+            if key in source:
+                try:
+                    return parse_script(source[key])
+                except ScriptError as err:
+                    raise errors.InvalidArgumentError(op, f"annotation {key}: {err}") from None
+        found = self._behaviours.lookup([spec.image, spec.user_specified_image, *image.refs])
+        return found if found is not None else RUN
+
+    async def start_container(self, container_id: str) -> None:
+        op = "StartContainer"
+        container = self._container(op, container_id)
+        context = f'failed to set starting state for container "{container.id}"'
+        if container.starting:
+            raise errors.CriCallError(op, f"{context}: container is already in starting state")
+        state = container.state(self._now())
+        if state is not pb.ContainerState.CONTAINER_CREATED:
+            raise errors.CriCallError(op, f"{context}: container is in {state.name} state")
+        container.starting = True
+        try:
+            started = self._now()
+            self._check_sandbox_ready(op, container)
+            if container.log_path:
+                try:
+                    await trio.to_thread.run_sync(
+                        _append, container.log_path, _log_lines(container.behaviour, started)
+                    )
+                except OSError as err:
+                    self._fail_start(op, container, f"failed to create container loggers: {err}")
+            self._check_sandbox_ready(op, container)
+            container.started_ns = started
+        finally:
+            container.starting = False
+        logger.debug("sim: container started container=%s", container.id)
+
+    def _check_sandbox_ready(self, op: str, container: ContainerRecord) -> None:
+        sandbox = self._sandboxes.get(container.sandbox_id)
+        if sandbox is None or not sandbox.ready:
+            self._fail_start(op, container, f'sandbox container "{container.sandbox_id}" is not running')
+
+    def _fail_start(self, op: str, container: ContainerRecord, message: str) -> None:
+        """containerd marks a container that failed to start EXITED (128, StartError)."""
+        container.forced_exit = Exit(self._now(), START_ERROR_EXIT, START_ERROR, message)
+        raise errors.CriCallError(op, message)
+
+    async def stop_container(self, container_id: str, timeout_seconds: int) -> None:
+        op = "StopContainer"
+        container = self._container(op, container_id)
+        now = self._now()
+        if container.state(now) is not pb.ContainerState.CONTAINER_RUNNING:
+            return  # stopping a created or exited container is a no-op
+        if timeout_seconds <= 0:
+            container.terminate(Exit(now, SIGKILL_EXIT, ERROR))
+        elif not container.behaviour.ignore_sigterm:
+            container.terminate(Exit(now, SIGTERM_EXIT, ERROR))
+        else:
+            # SIGTERM is ignored: wait for the grace period (or the scripted exit, or another stop).
+            deadline = now + timeout_seconds * 10**9
+            natural = container.natural_exit()
+            wake = min(deadline, natural.at_ns) if natural is not None else deadline
+            with trio.move_on_after((wake - now) / 1e9):
+                await container.terminated.wait()
+            # The Trio timer fired no earlier than ``wake``: don't let float rounding undercut it.
+            container.terminate(Exit(max(self._now(), wake), SIGKILL_EXIT, ERROR))
+        logger.debug("sim: container stopped container=%s", container.id)
+
+    async def remove_container(self, container_id: str) -> None:
+        op = "RemoveContainer"
+        context = f'an error occurred when try to find container "{container_id}"'
+        container = _resolve(self._containers, container_id, op, context)
+        if container is not None:
+            self._drop_container(container)
+
+    def _drop_container(self, container: ContainerRecord) -> None:
+        container.terminate(Exit(self._now(), SIGKILL_EXIT, ERROR))  # forcibly, if running
+        del self._containers[container.id]
+        self._container_names = {k: v for k, v in self._container_names.items() if v != container.id}
+        logger.debug("sim: container removed container=%s", container.id)
+
+    async def list_containers(self, filter: pb.ContainerFilter | None = None) -> list[pb.Container]:
+        now = self._now()
+        containers = self._filter_containers(
+            filter.id if filter else "",
+            filter.pod_sandbox_id if filter else "",
+            filter.label_selector if filter else {},
+        )
+        if filter is not None and filter.state is not None:
+            wanted = filter.state.state
+            containers = [c for c in containers if c.state(now) is wanted]
+        return [c.to_pb(now) for c in containers]
+
+    def _filter_containers(
+        self, container_id: str, sandbox_id: str, selector: Mapping[str, str]
+    ) -> list[ContainerRecord]:
+        container_id = self._normalize_filter_id(self._containers, container_id)
+        sandbox_id = self._normalize_filter_id(self._sandboxes, sandbox_id)
+        return [
+            c
+            for c in self._containers.values()
+            if (not container_id or c.id == container_id)
+            and (not sandbox_id or c.sandbox_id == sandbox_id)
+            and _labels_match(c.config.labels, selector)
+        ]
+
+    @staticmethod
+    def _normalize_filter_id(
+        store: Mapping[str, SandboxRecord] | Mapping[str, ContainerRecord], key: str
+    ) -> str:
+        """containerd resolves a filter's id prefix when unique, else compares it verbatim."""
+        try:
+            found = _resolve(store, key, "", "")
+        except errors.CriError:
+            return key
+        return found.id if found is not None else key
+
+    async def container_status(self, container_id: str, verbose: bool = False) -> pb.ContainerStatusResponse:
+        container = self._container("ContainerStatus", container_id)
+        present = self._images.find(container.image.id) is not None
+        info = (
+            {"info": json.dumps({"sandboxID": container.sandbox_id, "pid": 0, "sim": True})}
+            if verbose
+            else {}
+        )
+        return pb.ContainerStatusResponse(status=container.status(self._now(), present), info=info)
+
+    async def exec_sync(
+        self, container_id: str, cmd: list[str], timeout_seconds: int = 0
+    ) -> pb.ExecSyncResponse:
+        op = "ExecSync"
+        context = f'failed to exec in container: failed to find container "{container_id}" in store'
+        container = _get(self._containers, container_id, op, context)
+        state = container.state(self._now())
+        if state is not pb.ContainerState.CONTAINER_RUNNING:
+            raise errors.CriCallError(op, f"failed to exec in container: container is in {state.name} state")
+        result = container.behaviour.exec_result(cmd)
+        if timeout_seconds > 0 and result.delay_ns > timeout_seconds * 10**9:
+            await trio.sleep(timeout_seconds)
+            raise errors.DeadlineExceededError(
+                op,
+                f"failed to exec in container: timeout {go_duration(timeout_seconds)} exceeded: "
+                "context deadline exceeded",
+            )
+        if result.delay_ns:
+            await trio.sleep(result.delay_ns / 1e9)
+        return pb.ExecSyncResponse(stdout=result.stdout, stderr=result.stderr, exit_code=result.exit_code)
+
+    async def container_stats(self, container_id: str) -> pb.ContainerStats:
+        container = _get(self._containers, container_id, "ContainerStats", "failed to find container")
+        return self._stats(container, self._now())
+
+    async def list_container_stats(
+        self, filter: pb.ContainerStatsFilter | None = None
+    ) -> list[pb.ContainerStats]:
+        now = self._now()
+        containers = self._filter_containers(
+            filter.id if filter else "",
+            filter.pod_sandbox_id if filter else "",
+            filter.label_selector if filter else {},
+        )
+        return [self._stats(c, now) for c in containers]
+
+    @staticmethod
+    def _stats(container: ContainerRecord, now: int) -> pb.ContainerStats:
+        """Deterministic zero usage; CPU and memory only while running, like containerd."""
+        zero = pb.UInt64Value(value=0)
+        stats = pb.ContainerStats(
+            attributes=pb.ContainerAttributes(
+                id=container.id,
+                metadata=container.metadata,
+                labels=dict(container.config.labels),
+                annotations=dict(container.config.annotations),
+            ),
+            writable_layer=pb.FilesystemUsage(
+                fs_id=pb.FilesystemIdentifier(mountpoint=IMAGE_FS_MOUNTPOINT),
+                used_bytes=zero,
+                inodes_used=zero,
+            ),
+        )
+        if container.state(now) is pb.ContainerState.CONTAINER_RUNNING:
+            stats.cpu = pb.CpuUsage(timestamp=now, usage_core_nano_seconds=zero, usage_nano_cores=zero)
+            stats.memory = pb.MemoryUsage(
+                timestamp=now,
+                working_set_bytes=zero,
+                available_bytes=zero,
+                usage_bytes=zero,
+                rss_bytes=zero,
+                page_faults=zero,
+                major_page_faults=zero,
+            )
+        return stats
+
+    def _container(self, op: str, container_id: str) -> ContainerRecord:
+        context = f'an error occurred when try to find container "{container_id}"'
+        return _get(self._containers, container_id, op, context)
+
+    def _unique_id(self) -> str:
+        while (new := _new_id(self._rng)) in self._sandboxes or new in self._containers:
+            pass
+        return new
+
+    # --- ImageService --------------------------------------------------------------------------
+
+    async def list_images(self, filter: pb.ImageFilter | None = None) -> list[pb.Image]:
+        if filter is not None and filter.image is not None and filter.image.image:
+            found = self._images.find(filter.image.image)
+            return [found.to_pb()] if found else []
+        return [image.to_pb() for image in self._images.list()]
+
+    async def image_status(self, image: pb.ImageSpec, verbose: bool = False) -> pb.Image | None:
+        found = self._images.find(image.image)
+        return found.to_pb() if found else None
+
+    async def pull_image(
+        self,
+        image: pb.ImageSpec,
+        auth: pb.AuthConfig | None = None,
+        sandbox_config: pb.PodSandboxConfig | None = None,
+    ) -> str:
+        op = "PullImage"
+        if not image.image:
+            raise errors.CriCallError(op, 'failed to parse image reference "": invalid reference format')
+        ref = normalize(image.image)
+        present = self._images.find(ref)
+        if present is not None:
+            return present.id
+        context = f'failed to pull and unpack image "{ref}"'
+        if parse_ref(ref).repository.split("/", 1)[0] == MISSING_IMAGE_HOST:
+            message = f'{context}: failed to resolve reference "{ref}": {ref}: not found'
+            raise errors.NotFoundError(op, message)
+        delay = self._pull_delays.lookup([image.image])
+        delay = self.pull_delay if delay is None else delay
+        if delay > 0:
+            await trio.sleep(delay)
+        failure = self._pull_failures.lookup([image.image])
+        if failure is not None:
+            cls: Callable[..., errors.CriError] = (
+                errors.NotFoundError if "not found" in failure else errors.CriCallError
+            )
+            raise cls(op, f"{context}: {failure}")
+        pulled = self._images.add(ref)
+        logger.debug("sim: image pulled image=%s id=%s", ref, pulled.id)
+        return pulled.id
+
+    async def remove_image(self, image: pb.ImageSpec) -> None:
+        self._images.remove(image.image)
+
+    async def image_fs_info(self) -> pb.ImageFsInfoResponse:
+        images = self._images.list()
+        usage = pb.FilesystemUsage(
+            timestamp=self._now(),
+            fs_id=pb.FilesystemIdentifier(mountpoint=IMAGE_FS_MOUNTPOINT),
+            used_bytes=pb.UInt64Value(value=self._images.total_size),
+            inodes_used=pb.UInt64Value(value=INODES_PER_IMAGE * len(images)),
+        )
+        return pb.ImageFsInfoResponse(image_filesystems=[usage])

@@ -1,0 +1,216 @@
+"""Serve a :class:`SimRuntime` as a real CRI gRPC server on a unix socket, so any CRI client (crictl,
+the Go kubelet, our own ``CriRuntime``) can drive it.
+
+grpclib is asyncio-only, so the server runs inside one ``trio_asyncio.open_loop()``; every handler hops
+back into Trio with ``trio_as_aio`` to call the SimRuntime, and the typed :mod:`~kubelet_trio.cri.errors`
+become gRPC statuses again (the inverse of ``CriRuntime``'s translation), messages preserved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import trio
+import trio_asyncio
+from grpclib import GRPCError, Status
+from grpclib.protocol import H2Protocol
+from grpclib.server import Server
+
+from kubelet_trio.cri import errors
+from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.sim.runtime import SimRuntime
+
+logger = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE = 5.0  # seconds in-flight requests get to finish when the server stops
+
+_STATUSES: tuple[tuple[type[errors.CriError], Status], ...] = (
+    (errors.NotFoundError, Status.NOT_FOUND),
+    (errors.UnavailableError, Status.UNAVAILABLE),
+    (errors.DeadlineExceededError, Status.DEADLINE_EXCEEDED),
+    (errors.InvalidArgumentError, Status.INVALID_ARGUMENT),
+)
+
+R = TypeVar("R")
+
+
+def grpc_status(err: errors.CriError) -> Status:
+    for cls, status in _STATUSES:
+        if isinstance(err, cls):
+            return status
+    return Status.UNKNOWN
+
+
+async def _call(fn: Callable[..., Awaitable[R]], *args: Any) -> R:
+    """Run a SimRuntime method in Trio (from a grpclib handler) and map its errors to gRPC statuses."""
+    try:
+        return await trio_asyncio.trio_as_aio(fn)(*args)
+    except errors.CriError as err:
+        raise GRPCError(grpc_status(err), err.message) from err
+
+
+class RuntimeService(pb.RuntimeServiceBase):
+    """CRI RuntimeService handlers over a SimRuntime."""
+
+    def __init__(self, sim: SimRuntime) -> None:
+        self.sim = sim
+
+    async def version(self, message: pb.VersionRequest) -> pb.VersionResponse:
+        return await _call(self.sim.version, message.version)
+
+    async def status(self, message: pb.StatusRequest) -> pb.StatusResponse:
+        return await _call(self.sim.status, message.verbose)
+
+    async def run_pod_sandbox(self, message: pb.RunPodSandboxRequest) -> pb.RunPodSandboxResponse:
+        config = message.config or pb.PodSandboxConfig()
+        sandbox_id = await _call(self.sim.run_pod_sandbox, config, message.runtime_handler)
+        return pb.RunPodSandboxResponse(pod_sandbox_id=sandbox_id)
+
+    async def stop_pod_sandbox(self, message: pb.StopPodSandboxRequest) -> pb.StopPodSandboxResponse:
+        await _call(self.sim.stop_pod_sandbox, message.pod_sandbox_id)
+        return pb.StopPodSandboxResponse()
+
+    async def remove_pod_sandbox(self, message: pb.RemovePodSandboxRequest) -> pb.RemovePodSandboxResponse:
+        await _call(self.sim.remove_pod_sandbox, message.pod_sandbox_id)
+        return pb.RemovePodSandboxResponse()
+
+    async def pod_sandbox_status(self, message: pb.PodSandboxStatusRequest) -> pb.PodSandboxStatusResponse:
+        return await _call(self.sim.pod_sandbox_status, message.pod_sandbox_id, message.verbose)
+
+    async def list_pod_sandbox(self, message: pb.ListPodSandboxRequest) -> pb.ListPodSandboxResponse:
+        return pb.ListPodSandboxResponse(items=await _call(self.sim.list_pod_sandbox, message.filter))
+
+    async def create_container(self, message: pb.CreateContainerRequest) -> pb.CreateContainerResponse:
+        container_id = await _call(
+            self.sim.create_container,
+            message.pod_sandbox_id,
+            message.config or pb.ContainerConfig(),
+            message.sandbox_config or pb.PodSandboxConfig(),
+        )
+        return pb.CreateContainerResponse(container_id=container_id)
+
+    async def start_container(self, message: pb.StartContainerRequest) -> pb.StartContainerResponse:
+        await _call(self.sim.start_container, message.container_id)
+        return pb.StartContainerResponse()
+
+    async def stop_container(self, message: pb.StopContainerRequest) -> pb.StopContainerResponse:
+        await _call(self.sim.stop_container, message.container_id, message.timeout)
+        return pb.StopContainerResponse()
+
+    async def remove_container(self, message: pb.RemoveContainerRequest) -> pb.RemoveContainerResponse:
+        await _call(self.sim.remove_container, message.container_id)
+        return pb.RemoveContainerResponse()
+
+    async def list_containers(self, message: pb.ListContainersRequest) -> pb.ListContainersResponse:
+        return pb.ListContainersResponse(containers=await _call(self.sim.list_containers, message.filter))
+
+    async def container_status(self, message: pb.ContainerStatusRequest) -> pb.ContainerStatusResponse:
+        return await _call(self.sim.container_status, message.container_id, message.verbose)
+
+    async def exec_sync(self, message: pb.ExecSyncRequest) -> pb.ExecSyncResponse:
+        return await _call(self.sim.exec_sync, message.container_id, list(message.cmd), message.timeout)
+
+    async def container_stats(self, message: pb.ContainerStatsRequest) -> pb.ContainerStatsResponse:
+        return pb.ContainerStatsResponse(stats=await _call(self.sim.container_stats, message.container_id))
+
+    async def list_container_stats(
+        self, message: pb.ListContainerStatsRequest
+    ) -> pb.ListContainerStatsResponse:
+        return pb.ListContainerStatsResponse(stats=await _call(self.sim.list_container_stats, message.filter))
+
+    async def update_runtime_config(
+        self, message: pb.UpdateRuntimeConfigRequest
+    ) -> pb.UpdateRuntimeConfigResponse:
+        config = message.runtime_config or pb.RuntimeConfig()
+        await _call(self.sim.update_runtime_config, config)
+        return pb.UpdateRuntimeConfigResponse()
+
+
+class ImageService(pb.ImageServiceBase):
+    """CRI ImageService handlers over a SimRuntime."""
+
+    def __init__(self, sim: SimRuntime) -> None:
+        self.sim = sim
+
+    async def list_images(self, message: pb.ListImagesRequest) -> pb.ListImagesResponse:
+        return pb.ListImagesResponse(images=await _call(self.sim.list_images, message.filter))
+
+    async def image_status(self, message: pb.ImageStatusRequest) -> pb.ImageStatusResponse:
+        image = await _call(self.sim.image_status, message.image or pb.ImageSpec(), message.verbose)
+        return pb.ImageStatusResponse(image=image)
+
+    async def pull_image(self, message: pb.PullImageRequest) -> pb.PullImageResponse:
+        image_ref = await _call(
+            self.sim.pull_image, message.image or pb.ImageSpec(), message.auth, message.sandbox_config
+        )
+        return pb.PullImageResponse(image_ref=image_ref)
+
+    async def remove_image(self, message: pb.RemoveImageRequest) -> pb.RemoveImageResponse:
+        await _call(self.sim.remove_image, message.image or pb.ImageSpec())
+        return pb.RemoveImageResponse()
+
+    async def image_fs_info(self, message: pb.ImageFsInfoRequest) -> pb.ImageFsInfoResponse:
+        return await _call(self.sim.image_fs_info)
+
+
+class _ClosingServer(Server):
+    """grpclib's ``Server.close()`` cancels in-flight requests but leaves client connections open, so a
+    client in the same process would wait forever. Track each connection's transport and close it on
+    shutdown (what grpc-go's ``Server.Stop`` does); clients then see the connection drop."""
+
+    def __init__(self, handlers: list[Any]) -> None:
+        super().__init__(handlers)
+        self.transports: set[asyncio.BaseTransport] = set()
+
+    def _protocol_factory(self) -> H2Protocol:
+        protocol = super()._protocol_factory()
+        made, lost = protocol.connection_made, protocol.connection_lost
+        mine: list[asyncio.BaseTransport] = []
+
+        def connection_made(transport: asyncio.BaseTransport) -> None:
+            mine.append(transport)
+            self.transports.add(transport)
+            made(transport)
+
+        def connection_lost(exc: Exception | None) -> None:
+            self.transports.difference_update(mine)
+            lost(exc)
+
+        protocol.connection_made = connection_made  # type: ignore[method-assign]
+        protocol.connection_lost = connection_lost  # type: ignore[method-assign]
+        return protocol
+
+    def close_connections(self) -> None:
+        for transport in list(self.transports):
+            transport.close()
+        self.transports.clear()
+
+
+async def serve_sim_cri(
+    sim: SimRuntime, socket_path: str, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Serve ``sim`` on ``socket_path`` until cancelled; ``started`` once the socket accepts connections.
+
+    On cancellation the server stops accepting, cancels in-flight requests, drops client connections
+    (their calls fail as "connection lost"), waits up to ``SHUTDOWN_GRACE`` for handlers to finish and
+    removes the socket file. The socket's directory is created if needed; a stale socket is replaced.
+    """
+    async with trio_asyncio.open_loop():
+        await trio.Path(socket_path).parent.mkdir(parents=True, exist_ok=True)
+        server = _ClosingServer([RuntimeService(sim), ImageService(sim)])
+        await trio_asyncio.aio_as_trio(server.start)(path=socket_path)
+        try:
+            logger.debug("sim-cri: listening socket=%s", socket_path)
+            task_status.started()
+            await trio.sleep_forever()
+        finally:
+            server.close()
+            server.close_connections()
+            with trio.move_on_after(SHUTDOWN_GRACE, shield=True):
+                await trio_asyncio.aio_as_trio(server.wait_closed)()
+            with trio.move_on_after(SHUTDOWN_GRACE, shield=True):
+                await trio.Path(socket_path).unlink(missing_ok=True)
+            logger.debug("sim-cri: stopped socket=%s", socket_path)

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Idempotent set-up shared by scripts/test.sh and scripts/demo.sh:
+#  - the Python package with its test extra;
+#  - when root with apt: containerd, runc, CNI plugins, a registry and static busybox for the real-runtime tier.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+
+need_apt=()
+for bin in containerd runc ctr docker-registry; do
+  command -v "$bin" >/dev/null 2>&1 || need_apt+=("$bin")
+done
+[ -x /bin/busybox ] || need_apt+=(busybox)
+[ -x /usr/lib/cni/bridge ] || [ -x /opt/cni/bin/bridge ] || need_apt+=(cni)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "provision: installing the containerd tier (missing: ${need_apt[*]})" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq containerd runc containernetworking-plugins docker-registry busybox-static >/dev/null
+  else
+    echo "provision: containerd tier not installable here (need root and apt; missing: ${need_apt[*]})" >&2
+  fi
+fi
+
+"$PYTHON" -m pip install -q --disable-pip-version-check -e ".[test]" 2>&1 | grep -v -E "^WARNING: (Running pip as|Location)" || true
+"$PYTHON" -c "import kubelet_trio" # fail here, loudly, if the install did not work
