@@ -18,7 +18,12 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 
 def usage() -> str:
-    lines = ["usage: kubelet-trio COMMAND [ARGS...]", "", "commands:"]
+    lines = [
+        "usage: kubelet-trio [FLAGS...]     run a node (see kubelet-trio --help)",
+        "       kubelet-trio COMMAND [ARGS...]",
+        "",
+        "commands:",
+    ]
     lines += [f"  {name:<16} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
     lines += ["", "Run 'kubelet-trio COMMAND --help' for a command's options."]
     return "\n".join(lines)
@@ -26,10 +31,14 @@ def usage() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] in ("-h", "--help"):
-        print(usage())
-        return 0 if args else 2
+    if not args:
+        print(usage(), file=sys.stderr)
+        return 2
     name, rest = args[0], args[1:]
+    if name.startswith("-"):
+        from kubelet_trio.cmd import kubelet
+
+        return kubelet.main(args)
     if name not in SUBCOMMANDS:
         print(f"kubelet-trio: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2

@@ -14,12 +14,14 @@ and messages included), as checked by the shared contract suite (``tests/contrac
 differences: ExecSync of an unscripted command answers exit code 126 instead of failing the RPC, and
 a sandbox's "pause process" only dies through :meth:`SimRuntime.kill_sandbox_process`.
 
-Time: every timestamp is ``a wall-clock base + Trio time elapsed`` (see :class:`~kubelet_trio.clock.WallClock`; pass ``clock=`` to share one with a kubelet), and state is
+Time: every timestamp is ``a wall-clock base + Trio time elapsed`` (see
+:class:`~kubelet_trio.clock.WallClock`; pass ``clock=`` to share one with a kubelet), and state is
 computed lazily when read, so there are no background tasks and a ``MockClock`` drives hours of container
 life in no time. Calls that take time (a stop whose SIGTERM is ignored, slow pulls, slow execs) simply
 ``await trio.sleep(...)`` and are cancellable. Use one SimRuntime within one ``trio.run``. Log files are
-written through ``trio.to_thread`` when a container starts (under an autojump MockClock the clock may
-jump while that thread runs if other tasks are sleeping; the start time is taken before the write).
+written through ``run_sync`` (a worker thread by default) when a container starts; under an autojump
+MockClock pass ``run_sync=kubelet_trio.fsio.run_inline`` so that the clock does not jump during the
+write.
 
 Images: any reference pulls successfully (taking ``pull_delay``/``pull_delays``; an image already present
 returns at once) except references under the registry host ``sim.invalid`` (NotFoundError at once, with
@@ -40,10 +42,11 @@ import attrs
 import trio
 
 from kubelet_trio import __version__
+from kubelet_trio.clock import WallClock, go_duration, rfc3339_nano
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.runtime import CRI_API_VERSION
-from kubelet_trio.clock import WallClock, go_duration, rfc3339_nano
+from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.sim.images import ImageStore, RefTable, SimImage, normalize, parse_ref
 from kubelet_trio.sim.records import (
     ERROR,
@@ -146,6 +149,7 @@ class SimRuntime:
     id_seed: int | None = None
     wall_clock_start_ns: int | None = None
     clock: WallClock | None = None
+    run_sync: RunSync = run_in_thread  # log file writes; harnesses under MockClock pass fsio.run_inline
 
     _rng: random.Random = attrs.field(init=False)
     _ips: IpPool = attrs.field(init=False)
@@ -388,9 +392,7 @@ class SimRuntime:
             self._check_sandbox_ready(op, container)
             if container.log_path:
                 try:
-                    await trio.to_thread.run_sync(
-                        _append, container.log_path, _log_lines(container.behaviour, started)
-                    )
+                    await self.run_sync(_append, container.log_path, _log_lines(container.behaviour, started))
                 except OSError as err:
                     self._fail_start(op, container, f"failed to create container loggers: {err}")
             self._check_sandbox_ready(op, container)

@@ -1,0 +1,326 @@
+"""Loading pod manifests (YAML or JSON, one or more documents) with a field-path -> line map.
+
+Each document becomes a :class:`Document` holding JSON-compatible data plus the line of every key and
+list item, taken from PyYAML's composed node tree, so a problem found later at
+``spec.containers[1].ports[0].containerPort`` can be reported at the line that holds it (the longest
+known prefix of the path; the document's first line as a last resort). :func:`parse_manifest` runs the
+whole pipeline - load, decode, default, optionally transform (static pods), validate - and returns the
+good pods and every problem as a :class:`ManifestError` (file, line, field path, message).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import attrs
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from kubelet_trio.api.defaults import default_pod
+from kubelet_trio.api.errors import DecodeError, FieldPath, ManifestError
+from kubelet_trio.api.pod import Pod, PodList
+from kubelet_trio.api.validation import validate_pod
+
+__all__ = [
+    "MAX_MANIFEST_BYTES",
+    "Document",
+    "ManifestResult",
+    "load_documents",
+    "parse_manifest",
+    "read_manifest_file",
+]
+
+#: Upstream ``maxConfigLength``: larger files are refused, not truncated.
+MAX_MANIFEST_BYTES = 10 * 1024 * 1024
+#: Guard against alias bombs: a document may not expand to more values than this.
+MAX_VALUES_PER_DOCUMENT = 1_000_000
+#: Bounds of the path -> line map (real manifests are far below both).
+MAX_DEPTH = 100
+MAX_LINE_MAP_ENTRIES = 200_000
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that leaves unquoted timestamps as strings (Kubernetes sees them as JSON strings)."""
+
+    yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != _TIMESTAMP_TAG]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+
+@attrs.frozen
+class Document:
+    """One decoded document of a manifest file: JSON-compatible ``data`` and where each path sits."""
+
+    file: str
+    index: int
+    data: Any
+    first_line: int = 1
+    lines: Mapping[FieldPath, int] = attrs.field(factory=dict, repr=False)
+
+    def line_for(self, path: FieldPath) -> int:
+        """The line of ``path``, or of its longest known prefix, or of the document start."""
+        for end in range(len(path), 0, -1):
+            line = self.lines.get(path[:end])
+            if line is not None:
+                return line
+        return self.first_line
+
+    def error(self, path: FieldPath, message: str) -> ManifestError:
+        return ManifestError(self.file, self.line_for(path), path, message)
+
+
+@attrs.frozen
+class ManifestResult:
+    """The valid pods of a manifest (defaulted, and transformed if asked) and the problems found."""
+
+    pods: tuple[Pod, ...] = ()
+    errors: tuple[ManifestError, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def _line_map(root: Node) -> dict[FieldPath, int]:
+    """Path -> line for every key and list item, bounded in depth and size (aliases can make the node
+    graph cyclic or exponentially large; such documents are rejected later, but must not hang here)."""
+    lines: dict[FieldPath, int] = {}
+    stack: list[tuple[Node, FieldPath]] = [(root, ())]
+    while stack and len(lines) < MAX_LINE_MAP_ENTRIES:
+        node, path = stack.pop()
+        if len(path) >= MAX_DEPTH:
+            continue
+        if isinstance(node, MappingNode):
+            for key_node, value_node in node.value:
+                if not isinstance(key_node, ScalarNode):
+                    continue
+                child = (*path, str(key_node.value))
+                if child not in lines:
+                    lines[child] = key_node.start_mark.line + 1
+                    stack.append((value_node, child))
+        elif isinstance(node, SequenceNode):
+            for i, item in enumerate(node.value):
+                child = (*path, i)
+                if child not in lines:
+                    lines[child] = item.start_mark.line + 1
+                    stack.append((item, child))
+    return lines
+
+
+def _json_key(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if key is None:
+        return "null"
+    if isinstance(key, int | float):
+        return str(key)
+    raise ValueError(f"mapping keys must be strings, got {type(key).__name__}")
+
+
+def _normalise(value: Any, path: FieldPath, budget: list[int], stack: set[int]) -> Any:
+    """Make YAML-constructed data JSON-compatible; refuse cycles, alias bombs and non-JSON values."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise DecodeError(path, f"document expands to more than {MAX_VALUES_PER_DOCUMENT} values")
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise DecodeError(path, "NaN and infinite numbers are not allowed")
+        return value
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    if isinstance(value, list | dict):
+        if id(value) in stack:
+            raise DecodeError(path, "recursive alias")
+        stack.add(id(value))
+        try:
+            if isinstance(value, list):
+                return [_normalise(item, (*path, i), budget, stack) for i, item in enumerate(value)]
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                try:
+                    name = _json_key(key)
+                except ValueError as err:
+                    raise DecodeError(path, str(err)) from None
+                out[name] = _normalise(item, (*path, name), budget, stack)
+            return out
+        finally:
+            stack.discard(id(value))
+    raise DecodeError(path, f"{type(value).__name__} values are not allowed in a manifest")
+
+
+def _yaml_error(file: str, text: str, err: yaml.YAMLError) -> ManifestError:
+    mark = getattr(err, "problem_mark", None)
+    context = getattr(err, "context_mark", None)
+    if mark is None or (context is not None and mark.index >= len(text.rstrip())):
+        mark = context  # "unexpected end of stream": point at what was left open instead
+    line = min(mark.line + 1, text.count("\n") + 1) if mark is not None else 1
+    problem = getattr(err, "problem", None)
+    message = f"invalid YAML: {problem}" if problem else f"invalid YAML: {err}"
+    return ManifestError(file, line, (), message)
+
+
+def _yaml_documents(text: str, file: str) -> Iterator[Document]:
+    loader = _Loader(text)
+    try:
+        index = 0
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            data = loader.construct_document(node)
+            first_line = node.start_mark.line + 1
+            if data is None:
+                continue  # an empty document (``---`` with nothing after it)
+            lines = _line_map(node)
+            doc = Document(file, index, None, first_line, lines)
+            try:
+                data = _normalise(data, (), [MAX_VALUES_PER_DOCUMENT], set())
+            except DecodeError as err:
+                raise doc.error(err.path, err.message) from None
+            yield attrs.evolve(doc, data=data)
+            index += 1
+    finally:
+        loader.dispose()
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _json_document(text: str, file: str) -> Document:
+    data = json.loads(text, parse_constant=_reject_constant)
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+        lines = _line_map(node) if node is not None else {}
+        first_line = node.start_mark.line + 1 if node is not None else 1
+    except (yaml.YAMLError, RecursionError):
+        lines, first_line = {}, 1
+    return Document(file, 0, data, first_line, lines)
+
+
+def load_documents(content: bytes | str, *, file: str) -> list[Document]:
+    """Split a manifest into documents. JSON (content starting with ``{``) is read as one document;
+    anything else as (multi-document) YAML. Raises :class:`ManifestError` on a syntax error."""
+    if isinstance(content, bytes):
+        if len(content) > MAX_MANIFEST_BYTES:
+            raise ManifestError(file, 1, (), f"manifest is larger than {MAX_MANIFEST_BYTES} bytes")
+        try:
+            text = content.decode("utf-8-sig")
+        except UnicodeDecodeError as err:
+            line = content[: err.start].count(b"\n") + 1
+            raise ManifestError(file, line, (), "manifest is not valid UTF-8") from None
+    else:
+        text = content
+    try:
+        if text.lstrip().startswith("{"):
+            try:
+                return [_json_document(text, file)]
+            except ValueError as err:  # JSONDecodeError, or a NaN/Infinity constant
+                line = getattr(err, "lineno", 1)
+                message = getattr(err, "msg", str(err))
+                raise ManifestError(file, line, (), f"invalid JSON: {message}") from None
+        return list(_yaml_documents(text, file))
+    except yaml.YAMLError as err:
+        raise _yaml_error(file, text, err) from None
+    except RecursionError:
+        raise ManifestError(file, 1, (), "manifest is nested too deeply") from None
+
+
+def _check_type(doc: Document, kinds: tuple[str, ...]) -> str:
+    data = doc.data
+    kind, version = data.get("kind"), data.get("apiVersion")
+    if not kind:
+        raise doc.error(("kind",), "Required value: Object 'Kind' is missing")
+    if kind not in kinds:
+        supported = ", ".join(json.dumps(k) for k in kinds)
+        raise doc.error(("kind",), f"Unsupported value: {json.dumps(kind)}: supported values: {supported}")
+    if version != "v1":
+        if not version:
+            raise doc.error(("apiVersion",), "Required value: Object 'apiVersion' is missing")
+        raise doc.error(("apiVersion",), f'Unsupported value: {json.dumps(version)}: supported values: "v1"')
+    return str(kind)
+
+
+def _decode(doc: Document, allow_lists: bool) -> list[tuple[Pod, FieldPath]]:
+    if not isinstance(doc.data, dict):
+        raise doc.error((), "a manifest must be a JSON/YAML object")
+    kind = _check_type(doc, ("Pod", "PodList", "List") if allow_lists else ("Pod",))
+    try:
+        if kind == "Pod":
+            return [(Pod.from_dict(doc.data), ())]
+        pods = PodList.from_dict(doc.data).items or ()
+    except DecodeError as err:
+        raise doc.error(err.path, err.message) from None
+    out: list[tuple[Pod, FieldPath]] = []
+    for i, pod in enumerate(pods):
+        if pod.kind not in (None, "Pod") or pod.api_version not in (None, "v1"):
+            raise doc.error(
+                ("items", i, "kind"), f"list items must be v1 Pods, got {pod.api_version}/{pod.kind}"
+            )
+        out.append((pod, ("items", i)))
+    return out
+
+
+def parse_manifest(
+    content: bytes | str,
+    *,
+    file: str,
+    allow_lists: bool = False,
+    prepare: Callable[[Pod], Pod] | None = None,
+) -> ManifestResult:
+    """Load, decode, default, ``prepare`` (e.g. turn into a static pod) and validate every pod.
+
+    Documents that are empty are skipped; a manifest with no document at all is an error. With
+    ``allow_lists`` a document may also be a ``PodList`` or ``List`` (the HTTP source's formats).
+    """
+    try:
+        documents = load_documents(content, file=file)
+    except ManifestError as err:
+        return ManifestResult(errors=(err,))
+    if not documents:
+        return ManifestResult(errors=(ManifestError(file, 1, (), "no pod manifest in file (it is empty)"),))
+    pods: list[Pod] = []
+    errors: list[ManifestError] = []
+    for doc in documents:
+        try:
+            decoded = _decode(doc, allow_lists)
+        except ManifestError as err:
+            errors.append(err)
+            continue
+        for pod, prefix in decoded:
+            defaulted = default_pod(pod)
+            problems = validate_pod(defaulted)
+            if not problems and prepare is not None:
+                defaulted = prepare(defaulted)
+                problems = validate_pod(defaulted)
+            if problems:
+                errors.extend(doc.error((*prefix, *p.path), p.message) for p in problems)
+            else:
+                pods.append(defaulted)
+    errors.sort(key=lambda e: e.line)
+    return ManifestResult(tuple(pods), tuple(errors))
+
+
+def read_manifest_file(
+    path: str | os.PathLike[str],
+    *,
+    prepare: Callable[[Pod], Pod] | None = None,
+) -> ManifestResult:
+    """Read and :func:`parse_manifest` one file (blocking; call through ``trio.to_thread`` from async)."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as f:
+            content = f.read(MAX_MANIFEST_BYTES + 1)
+    except OSError as err:
+        return ManifestResult(errors=(ManifestError(name, 1, (), f"cannot read: {err.strerror or err}"),))
+    return parse_manifest(content, file=name, prepare=prepare)

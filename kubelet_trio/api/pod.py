@@ -1,0 +1,148 @@
+"""``core/v1`` Pod, PodSpec and PodList."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubelet_trio.api.container import Container
+from kubelet_trio.api.meta import ObjectMeta
+from kubelet_trio.api.serialize import Model, field, model
+from kubelet_trio.api.status import PodStatus
+from kubelet_trio.api.volume import Volume
+
+__all__ = [
+    "HostAlias",
+    "Pod",
+    "PodDNSConfig",
+    "PodDNSConfigOption",
+    "PodList",
+    "PodReadinessGate",
+    "PodSecurityContext",
+    "PodSpec",
+    "Toleration",
+]
+
+
+@model
+class HostAlias(Model):
+    ip: str | None = field()
+    hostnames: tuple[str, ...] | None = field()
+
+
+@model
+class PodDNSConfigOption(Model):
+    name: str | None = field()
+    value: str | None = field()
+
+
+@model
+class PodDNSConfig(Model):
+    nameservers: tuple[str, ...] | None = field()
+    searches: tuple[str, ...] | None = field()
+    options: tuple[PodDNSConfigOption, ...] | None = field()
+
+
+@model
+class Toleration(Model):
+    key: str | None = field()
+    operator: str | None = field()
+    value: str | None = field()
+    effect: str | None = field()
+    toleration_seconds: int | None = field()
+
+
+@model
+class PodReadinessGate(Model):
+    condition_type: str | None = field()
+
+
+@model
+class PodSecurityContext(Model):
+    run_as_user: int | None = field()
+    run_as_group: int | None = field()
+    run_as_non_root: bool | None = field()
+    fs_group: int | None = field()
+    fs_group_change_policy: str | None = field()
+    supplemental_groups: tuple[int, ...] | None = field()
+    sysctls: Any = field()
+    se_linux_options: Any = field()
+    seccomp_profile: Any = field()
+    app_armor_profile: Any = field()
+    windows_options: Any = field()
+
+
+@model
+class PodSpec(Model):
+    containers: tuple[Container, ...] | None = field()
+    init_containers: tuple[Container, ...] | None = field()
+    ephemeral_containers: Any = field()
+    restart_policy: str | None = field()
+    termination_grace_period_seconds: int | None = field()
+    active_deadline_seconds: int | None = field()
+    volumes: tuple[Volume, ...] | None = field()
+    host_network: bool | None = field()
+    host_pid: bool | None = field(json="hostPID")
+    host_ipc: bool | None = field(json="hostIPC")
+    share_process_namespace: bool | None = field()
+    hostname: str | None = field()
+    subdomain: str | None = field()
+    host_aliases: tuple[HostAlias, ...] | None = field()
+    dns_policy: str | None = field()
+    dns_config: PodDNSConfig | None = field()
+    node_name: str | None = field()
+    node_selector: dict[str, str] | None = field()
+    service_account_name: str | None = field()
+    automount_service_account_token: bool | None = field()
+    enable_service_links: bool | None = field()
+    security_context: PodSecurityContext | None = field()
+    scheduler_name: str | None = field()
+    priority: int | None = field()
+    priority_class_name: str | None = field()
+    tolerations: tuple[Toleration, ...] | None = field()
+    readiness_gates: tuple[PodReadinessGate, ...] | None = field()
+    affinity: Any = field()
+    runtime_class_name: str | None = field()
+
+    def all_containers(self) -> tuple[Container, ...]:
+        """Init containers followed by regular containers."""
+        return (self.init_containers or ()) + (self.containers or ())
+
+
+@model
+class Pod(Model):
+    api_version: str | None = field()
+    kind: str | None = field()
+    metadata: ObjectMeta | None = field()
+    spec: PodSpec | None = field()
+    status: PodStatus | None = field()
+
+    @property
+    def name(self) -> str:
+        return (self.metadata.name if self.metadata else None) or ""
+
+    @property
+    def namespace(self) -> str:
+        return (self.metadata.namespace if self.metadata else None) or ""
+
+    @property
+    def uid(self) -> str:
+        return (self.metadata.uid if self.metadata else None) or ""
+
+    @property
+    def full_name(self) -> str:
+        """``<name>_<namespace>``, the kubelet's key for "the same pod" across UIDs."""
+        return f"{self.name}_{self.namespace}"
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        return dict((self.metadata.annotations if self.metadata else None) or {})
+
+
+@model
+class PodList(Model):
+    """A ``PodList`` or a generic ``List`` whose items are pods (the HTTP source accepts both)."""
+
+    api_version: str | None = field()
+    kind: str | None = field()
+    metadata: Any = field()
+    items: tuple[Pod, ...] | None = field()

@@ -1,0 +1,126 @@
+"""The manifest-URL source (``--manifest-url``; ``pkg/kubelet/config/http.go``).
+
+Every ``check_period`` (20 s) the URL is fetched (10 s timeout, ``--manifest-url-header`` headers
+sent). The body may be a Pod, a PodList or a List of pods, in YAML or JSON. A body identical to the
+previous one is a no-op. An unreachable URL, a non-200 status or a body with any error keeps the last
+good set and logs why; an empty body means "no pods" (an empty set, as upstream).
+
+The httpx transport is injectable (``transport=httpx.MockTransport(...)`` in tests).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+import attrs
+import httpx
+import trio
+import trio_util
+
+from kubelet_trio.api import Pod, parse_manifest
+from kubelet_trio.config.static import make_static_pod
+from kubelet_trio.config.types import HTTP_SOURCE, SourceSet
+
+__all__ = ["HTTP_CHECK_FREQUENCY", "HTTP_TIMEOUT", "HttpSource", "parse_manifest_url_headers"]
+
+logger = logging.getLogger(__name__)
+
+#: Upstream ``httpCheckFrequency``.
+HTTP_CHECK_FREQUENCY = 20.0
+#: Upstream's HTTP client timeout, applied as a Trio deadline around each fetch.
+HTTP_TIMEOUT = 10.0
+#: Repeats of one failure reason logged at WARNING before dropping to DEBUG (upstream: the first 3).
+LOUD_FAILURES = 3
+
+
+def parse_manifest_url_headers(values: Sequence[str]) -> dict[str, list[str]]:
+    """Parse ``--manifest-url-header`` values: comma-separated ``key:value`` pairs, repeatable; a key
+    given several times gets several values (``'a:hello,b:again' 'b:beautiful'``)."""
+    headers: dict[str, list[str]] = {}
+    for value in values:
+        for pair in value.split(","):
+            if not pair:
+                continue
+            key, sep, item = pair.partition(":")
+            if not sep:
+                raise ValueError(f"malformed header pair {pair!r}, expected key:value")
+            headers.setdefault(key.strip(), []).append(item.strip())
+    return headers
+
+
+@attrs.define(eq=False)
+class HttpSource:
+    """Sends :class:`SourceSet` s for the pods served at ``url`` on ``updates`` (which it closes)."""
+
+    url: str
+    node_name: str
+    updates: trio.MemorySendChannel[SourceSet]
+    headers: Mapping[str, Sequence[str]] = attrs.field(factory=dict)
+    check_period: float = HTTP_CHECK_FREQUENCY
+    transport: httpx.AsyncBaseTransport | None = None
+    _last_body: bytes | None = attrs.field(default=None, init=False)
+    _failures: int = attrs.field(default=0, init=False)
+    _last_reason: str | None = attrs.field(default=None, init=False)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Fetch once, report started (whether or not that worked), then poll until cancelled."""
+        async with (
+            self.updates,
+            httpx.AsyncClient(transport=self.transport, timeout=None, follow_redirects=True) as client,
+        ):
+            started = False
+            async for _ in trio_util.periodic(self.check_period):
+                await self._poll(client)
+                if not started:
+                    started = True
+                    task_status.started()
+
+    def _fail(self, reason: str) -> None:
+        if reason != self._last_reason:
+            self._failures, self._last_reason = 0, reason
+        self._failures += 1
+        level = logging.WARNING if self._failures <= LOUD_FAILURES else logging.DEBUG
+        logger.log(
+            level,
+            "failed to read pods from URL, keeping the last good set url=%s reason=%s",
+            self.url,
+            reason,
+        )
+
+    async def _poll(self, client: httpx.AsyncClient) -> None:
+        header_pairs = [(key, value) for key, values in self.headers.items() for value in values]
+        try:
+            with trio.fail_after(HTTP_TIMEOUT):
+                response = await client.get(self.url, headers=header_pairs)
+        except trio.TooSlowError:
+            self._fail(f"no response within {HTTP_TIMEOUT:g}s")
+            return
+        except httpx.HTTPError as err:
+            self._fail(f"{type(err).__name__}: {err}")
+            return
+        if response.status_code != 200:
+            self._fail(f"HTTP status {response.status_code}")
+            return
+        body = response.content
+        if body == self._last_body:
+            return
+        self._last_body = body
+        if not body:
+            self._fail("zero-length data received")
+            await self.updates.send(SourceSet(HTTP_SOURCE, ()))
+            return
+
+        def prepare(pod: Pod) -> Pod:
+            return make_static_pod(
+                pod, node_name=self.node_name, source=HTTP_SOURCE, origin=f"url:{self.url}"
+            )
+
+        result = parse_manifest(body, file=self.url, allow_lists=True, prepare=prepare)
+        if result.errors:
+            for error in result.errors:
+                logger.error("invalid pod manifest source=http %s", error)
+            self._fail(f"{len(result.errors)} error(s) in the body")
+            return
+        self._failures, self._last_reason = 0, None
+        await self.updates.send(SourceSet(HTTP_SOURCE, result.pods))

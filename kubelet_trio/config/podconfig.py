@@ -1,0 +1,254 @@
+"""Merging the sources' pod sets into ADD/UPDATE/DELETE/REMOVE/RECONCILE (``pkg/kubelet/config/config.go``).
+
+Every source sends its complete current set (:class:`SourceSet`, op SET) whenever it changes.
+:class:`PodStorage` diffs it against what that source sent before, and :class:`PodConfig` runs the
+storage as a component between the sources' channel and the sync loop's channel. A future API-server
+source plugs in the same way: ``config.source_channel("api")`` and send SETs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Iterable, Sequence
+
+import attrs
+import trio
+import trio_util
+
+from kubelet_trio.api import Pod, PodStatus, rfc3339_nano
+from kubelet_trio.config.types import (
+    CONFIG_FIRST_SEEN_ANNOTATION,
+    CONFIG_SOURCE_ANNOTATION,
+    LOCAL_ANNOTATIONS,
+    PodOperation,
+    PodUpdate,
+    SourceSet,
+)
+
+__all__ = ["UPDATES_BUFFER", "PodConfig", "PodStorage"]
+
+logger = logging.getLogger(__name__)
+
+#: Buffer of the merged-updates channel (upstream: 50). When it is full PodConfig blocks, which in turn
+#: blocks the sources' sends: back-pressure, nothing is dropped. Updates are never coalesced because
+#: ADD/REMOVE pairs must reach the sync loop in order.
+UPDATES_BUFFER = 50
+#: Buffer of the sources -> PodConfig channel. Sends block too; a SET is a full snapshot so a source that
+#: waits here only delivers its newest state a little later.
+SOURCE_BUFFER = 1
+
+
+def _utcnow() -> dt.datetime:
+    """Wall-clock time, only for the ``config.seen`` timestamp annotation (injectable for tests);
+    every period and timeout elsewhere uses Trio's clock."""
+    return dt.datetime.now(dt.UTC)
+
+
+def _with_annotations(pod: Pod, **changes: str) -> Pod:
+    meta = pod.metadata
+    assert meta is not None
+    annotations = dict(meta.annotations or {})
+    annotations.update(changes)
+    return attrs.evolve(pod, metadata=attrs.evolve(meta, annotations=annotations))
+
+
+def _non_local(annotations: dict[str, str] | None) -> dict[str, str]:
+    return {k: v for k, v in (annotations or {}).items() if k not in LOCAL_ANNOTATIONS}
+
+
+def _differ_semantically(existing: Pod, ref: Pod) -> bool:
+    a, b = existing.metadata, ref.metadata
+    assert a is not None and b is not None
+    return (
+        existing.spec != ref.spec
+        or a.labels != b.labels
+        or a.deletion_timestamp != b.deletion_timestamp
+        or a.deletion_grace_period_seconds != b.deletion_grace_period_seconds
+        or _non_local(a.annotations) != _non_local(b.annotations)
+    )
+
+
+def _status(pod: Pod) -> PodStatus | None:
+    return pod.status
+
+
+@attrs.define(eq=False)
+class PodStorage:
+    """The merge state: per source, its pods by UID (in arrival order). Pure and synchronous."""
+
+    now: Callable[[], dt.datetime] = _utcnow
+    _pods: dict[str, dict[str, Pod]] = attrs.field(factory=dict, init=False)
+    _seen: set[str] = attrs.field(factory=set, init=False)
+
+    @property
+    def seen_sources(self) -> frozenset[str]:
+        """Sources that have delivered at least one SET."""
+        return frozenset(self._seen)
+
+    def pods(self, source: str | None = None) -> list[Pod]:
+        """Current pods of one source, or of all sources."""
+        sources = [source] if source is not None else list(self._pods)
+        return [pod for s in sources for pod in self._pods.get(s, {}).values()]
+
+    def merge(self, source: str, pods: Iterable[Pod]) -> list[PodUpdate]:
+        """Apply a SET from ``source``; return the updates to emit, in upstream order."""
+        first_set = source not in self._seen
+        self._seen.add(source)
+        old = self._pods.get(source, {})
+        new: dict[str, Pod] = {}
+        adds: list[Pod] = []
+        updates: list[Pod] = []
+        deletes: list[Pod] = []
+        reconciles: list[Pod] = []
+        for ref in self._filter(source, pods):
+            ref = _with_annotations(ref, **{CONFIG_SOURCE_ANNOTATION: source})
+            existing = old.get(ref.uid)
+            if existing is None:
+                ref = _with_annotations(ref, **{CONFIG_FIRST_SEEN_ANNOTATION: rfc3339_nano(self.now())})
+                new[ref.uid] = ref
+                adds.append(ref)
+                continue
+            stored, op = self._check_and_update(existing, ref)
+            new[ref.uid] = stored
+            if op is PodOperation.UPDATE:
+                updates.append(stored)
+            elif op is PodOperation.DELETE:
+                deletes.append(stored)
+            elif op is PodOperation.RECONCILE:
+                reconciles.append(stored)
+        removes = [pod for uid, pod in old.items() if uid not in new]
+        self._pods[source] = new
+
+        out: list[PodUpdate] = []
+        for op, group in (
+            (PodOperation.REMOVE, removes),
+            (PodOperation.ADD, adds),
+            (PodOperation.UPDATE, updates),
+            (PodOperation.DELETE, deletes),
+        ):
+            if group:
+                out.append(PodUpdate(op, source, tuple(group)))
+        if first_set and not (adds or updates or deletes):
+            out.append(PodUpdate(PodOperation.ADD, source, ()))  # tells the kubelet the source is ready
+        if reconciles:
+            out.append(PodUpdate(PodOperation.RECONCILE, source, tuple(reconciles)))
+        return out
+
+    def _filter(self, source: str, pods: Iterable[Pod]) -> list[Pod]:
+        """Drop pods without metadata/UID, repeated full names within the set, and UIDs owned by
+        another source (the first source to deliver a UID keeps it)."""
+        names: set[str] = set()
+        uids: set[str] = set()
+        kept: list[Pod] = []
+        for pod in pods:
+            if pod.metadata is None or not pod.uid:
+                logger.warning("dropping pod without a UID source=%s pod=%s", source, pod.full_name)
+                continue
+            if pod.full_name in names or pod.uid in uids:
+                logger.warning(
+                    "dropping duplicate pod source=%s pod=%s/%s uid=%s",
+                    source, pod.namespace, pod.name, pod.uid,
+                )  # fmt: skip
+                continue
+            owner = next((s for s, by_uid in self._pods.items() if s != source and pod.uid in by_uid), None)
+            if owner is not None:
+                logger.warning(
+                    "dropping pod whose UID belongs to another source source=%s owner=%s pod=%s/%s uid=%s",
+                    source, owner, pod.namespace, pod.name, pod.uid,
+                )  # fmt: skip
+                continue
+            names.add(pod.full_name)
+            uids.add(pod.uid)
+            kept.append(pod)
+        return kept
+
+    @staticmethod
+    def _check_and_update(existing: Pod, ref: Pod) -> tuple[Pod, PodOperation | None]:
+        """Upstream ``checkAndUpdatePod``: what changed, and the pod to keep."""
+        if not _differ_semantically(existing, ref):
+            if _status(existing) != _status(ref):
+                return attrs.evolve(existing, status=ref.status), PodOperation.RECONCILE
+            return existing, None
+        assert existing.metadata is not None and ref.metadata is not None
+        annotations = dict(ref.metadata.annotations or {})
+        for key in LOCAL_ANNOTATIONS:
+            value = (existing.metadata.annotations or {}).get(key)
+            if value is not None:
+                annotations[key] = value
+        meta = attrs.evolve(
+            existing.metadata,
+            labels=ref.metadata.labels,
+            annotations=annotations,
+            deletion_timestamp=ref.metadata.deletion_timestamp,
+            deletion_grace_period_seconds=ref.metadata.deletion_grace_period_seconds,
+            generation=ref.metadata.generation,
+        )
+        stored = attrs.evolve(existing, metadata=meta, spec=ref.spec, status=ref.status)
+        if ref.metadata.deletion_timestamp is not None:
+            return stored, PodOperation.DELETE
+        return stored, PodOperation.UPDATE
+
+
+@attrs.define(eq=False)
+class PodConfig:
+    """Merges the SETs of the configured sources into one ordered stream of :class:`PodUpdate`.
+
+    Usage::
+
+        config = PodConfig(sources=("file", "http"))
+        file_source = FileSource(path, node_name, config.source_channel("file"))
+        await nursery.start(config.run)
+        await nursery.start(file_source.run)
+        async for update in config.updates: ...
+
+    ``sources_ready`` becomes True once every configured source has delivered a SET (upstream's
+    ``SeenAllSources``; the sync loop adds its own "and I have handled an update from each" check).
+    """
+
+    sources: Sequence[str]
+    now: Callable[[], dt.datetime] = _utcnow
+    storage: PodStorage = attrs.field(init=False)
+    sources_ready: trio_util.AsyncBool = attrs.field(init=False, factory=lambda: trio_util.AsyncBool(False))
+    _in_send: trio.MemorySendChannel[SourceSet] = attrs.field(init=False)
+    _in_recv: trio.MemoryReceiveChannel[SourceSet] = attrs.field(init=False)
+    _out_send: trio.MemorySendChannel[PodUpdate] = attrs.field(init=False)
+    _out_recv: trio.MemoryReceiveChannel[PodUpdate] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.storage = PodStorage(now=self.now)
+        self._in_send, self._in_recv = trio.open_memory_channel[SourceSet](SOURCE_BUFFER)
+        self._out_send, self._out_recv = trio.open_memory_channel[PodUpdate](UPDATES_BUFFER)
+
+    def source_channel(self, source: str) -> trio.MemorySendChannel[SourceSet]:
+        """A send channel for one source (the caller owns and closes it). Only SETs from the named
+        source may be sent on it."""
+        if source not in self.sources:
+            raise ValueError(f"source {source!r} is not configured (configured: {list(self.sources)})")
+        return self._in_send.clone()
+
+    @property
+    def updates(self) -> trio.MemoryReceiveChannel[PodUpdate]:
+        """The merged updates; ends (EndOfChannel) when :meth:`run` exits."""
+        return self._out_recv
+
+    def seen_sources(self) -> frozenset[str]:
+        return self.storage.seen_sources
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Merge until cancelled."""
+        try:
+            task_status.started()
+            async for update in self._in_recv:
+                if update.source not in self.sources:
+                    logger.warning("ignoring update from unconfigured source source=%s", update.source)
+                    continue
+                merged = self.storage.merge(update.source, update.pods)
+                if not self.sources_ready.value and self.storage.seen_sources >= set(self.sources):
+                    logger.info("all pod sources ready sources=%s", ",".join(self.sources))
+                    self.sources_ready.value = True
+                for out in merged:
+                    logger.debug("pod update op=%s source=%s pods=%d", out.op, out.source, len(out.pods))
+                    await self._out_send.send(out)
+        finally:
+            self._out_send.close()

@@ -1,0 +1,338 @@
+"""The generic pod lifecycle event generator: periodic relisting (Go: ``pkg/kubelet/pleg/generic.go``).
+
+Every ``relist_period`` the relister lists all pods and containers (exited ones included), diffs each pod
+against the previous listing, inspects the pods that changed (``get_pod_status``) into the
+:class:`~kubelet_trio.container.cache.PodCache`, and sends :class:`PodLifecycleEvent` s to the sync loop.
+
+The guarantees the rest of the kubelet relies on (KUBELET-REFERENCE.md section 13, item 8):
+
+- A failed listing changes nothing: no events, no cache timestamp, no relist time (so health decays).
+- A pod whose inspection fails keeps its old record and is re-inspected next time, so its events are
+  recomputed and sent once the inspection succeeds; none of them is sent before.
+- The cache's global timestamp moves only after every changed pod has been written, which is what
+  releases pod workers blocked in :meth:`PodCache.get_newer_than`.
+
+Like the Go relister, it assumes a container is not created, stopped and removed within one period.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+import attrs
+import trio
+
+from kubelet_trio.container.cache import PodCache
+from kubelet_trio.container.types import ContainerState, PodStatus, RuntimeContainer, RuntimePod
+from kubelet_trio.pleg.events import PodLifecycleEvent, PodLifecycleEventType
+
+__all__ = [
+    "DEFAULT_CHANNEL_CAPACITY",
+    "DEFAULT_RELIST_PERIOD",
+    "DEFAULT_RELIST_THRESHOLD",
+    "GenericPLEG",
+    "PodLister",
+    "compute_events",
+    "go_duration",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_RELIST_PERIOD = 1.0  # genericPlegRelistPeriod
+DEFAULT_RELIST_THRESHOLD = 180.0  # genericPlegRelistThreshold (3 min)
+DEFAULT_CHANNEL_CAPACITY = 1000  # plegChannelCapacity
+
+
+class PodLister(Protocol):
+    """The part of :class:`~kubelet_trio.container.runtime.KubeRuntime` the relister uses (any
+    ``KubeRuntime`` is one)."""
+
+    async def get_pods(self, all: bool = True) -> list[RuntimePod]: ...
+
+    async def get_pod_status(self, uid: str, name: str, namespace: str) -> PodStatus: ...
+
+
+# The relister's view of a container or sandbox; "non-existent" completes the transitions.
+_RUNNING = "running"
+_EXITED = "exited"
+_UNKNOWN = "unknown"
+_NON_EXISTENT = "non-existent"
+
+_CONTAINER_STATE = {
+    ContainerState.CREATED: _UNKNOWN,  # the kubelet does not use "created" yet
+    ContainerState.RUNNING: _RUNNING,
+    ContainerState.EXITED: _EXITED,
+    ContainerState.UNKNOWN: _UNKNOWN,
+}
+
+
+def _state_of(pod: RuntimePod | None, cid: str) -> str:
+    if pod is None:
+        return _NON_EXISTENT
+    # Sandboxes are listed as containers: READY -> RUNNING, NOTREADY -> EXITED (SandboxToContainerState).
+    for c in (*pod.containers, *pod.sandboxes):
+        if c.id == cid:
+            return _CONTAINER_STATE[c.state]
+    return _NON_EXISTENT
+
+
+def _events_for(uid: str, cid: str, old: str, new: str) -> list[PodLifecycleEvent]:
+    """The Go event table (``generateEvents``)."""
+    if old == new:
+        return []
+    if new == _RUNNING:
+        return [PodLifecycleEvent(uid, PodLifecycleEventType.CONTAINER_STARTED, cid)]
+    if new == _EXITED:
+        return [PodLifecycleEvent(uid, PodLifecycleEventType.CONTAINER_DIED, cid)]
+    if new == _UNKNOWN:
+        return [PodLifecycleEvent(uid, PodLifecycleEventType.CONTAINER_CHANGED, cid)]
+    if old == _EXITED:  # new is non-existent; the death was already reported
+        return [PodLifecycleEvent(uid, PodLifecycleEventType.CONTAINER_REMOVED, cid)]
+    return [
+        PodLifecycleEvent(uid, PodLifecycleEventType.CONTAINER_DIED, cid),
+        PodLifecycleEvent(uid, PodLifecycleEventType.CONTAINER_REMOVED, cid),
+    ]
+
+
+def _container_ids(*pods: RuntimePod | None) -> list[str]:
+    """IDs of the containers and sandboxes of ``pods``, first occurrence order, without duplicates."""
+    seen: dict[str, None] = {}
+    for pod in pods:
+        if pod is None:
+            continue
+        items: Iterable[RuntimeContainer] = (*pod.containers, *pod.sandboxes)
+        for c in items:
+            seen.setdefault(c.id, None)
+    return list(seen)
+
+
+def compute_events(uid: str, old: RuntimePod | None, new: RuntimePod | None) -> list[PodLifecycleEvent]:
+    """All events between two listings of one pod, ContainerChanged included."""
+    events: list[PodLifecycleEvent] = []
+    for cid in _container_ids(old, new):
+        events.extend(_events_for(uid, cid, _state_of(old, cid), _state_of(new, cid)))
+    return events
+
+
+def go_duration(seconds: float) -> str:
+    """Go's ``time.Duration.String`` (``3m0s``, ``3m0.5s``, ``1h0m0s``, ``250ms``) for messages."""
+    ns = round(seconds * 1e9)
+    if ns == 0:
+        return "0s"
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+
+    def fixed(value: int, scale: int) -> str:
+        whole, frac = divmod(value, scale)
+        digits = len(str(scale)) - 1
+        return f"{whole}.{frac:0{digits}d}".rstrip("0") if frac else str(whole)
+
+    if ns < 1_000:
+        return f"{sign}{ns}ns"
+    if ns < 1_000_000:
+        return f"{sign}{fixed(ns, 1_000)}µs"
+    if ns < 1_000_000_000:
+        return f"{sign}{fixed(ns, 1_000_000)}ms"
+    hours, rest = divmod(ns, 3600 * 10**9)
+    minutes, rest = divmod(rest, 60 * 10**9)
+    secs = fixed(rest, 10**9)
+    if hours:
+        return f"{sign}{hours}h{minutes}m{secs}s"
+    if minutes:
+        return f"{sign}{minutes}m{secs}s"
+    return f"{sign}{secs}s"
+
+
+@attrs.define
+class _PodRecord:
+    old: RuntimePod | None = None
+    current: RuntimePod | None = None
+
+
+@attrs.define(eq=False)
+class GenericPLEG:
+    """Relists the runtime every ``relist_period`` seconds; owns the pod cache's contents.
+
+    Run it with ``await nursery.start(pleg.run)``; the sync loop (the only consumer) reads
+    :attr:`events`. ``on_relist(duration, interval)`` is called after every relist attempt (for metrics);
+    ``interval`` is the time since the start of the previous *successful* relist, ``None`` before one.
+    """
+
+    runtime: PodLister
+    cache: PodCache
+    relist_period: float = attrs.field(default=DEFAULT_RELIST_PERIOD, kw_only=True)
+    relist_threshold: float = attrs.field(default=DEFAULT_RELIST_THRESHOLD, kw_only=True)
+    channel_capacity: int = attrs.field(default=DEFAULT_CHANNEL_CAPACITY, kw_only=True)
+    on_relist: Callable[[float, float | None], None] | None = attrs.field(default=None, kw_only=True)
+
+    #: Trio time at the start of the last successful relist (``None``: never succeeded).
+    last_relist_time: float | None = attrs.field(default=None, init=False)
+    #: Duration of the latest relist attempt, and the interval observed when it began.
+    relist_duration: float | None = attrs.field(default=None, init=False)
+    relist_interval: float | None = attrs.field(default=None, init=False)
+    #: Events dropped because the channel was full (Go metric ``pleg_discard_events``).
+    discarded_events: int = attrs.field(default=0, init=False)
+
+    _send: trio.MemorySendChannel[PodLifecycleEvent] = attrs.field(init=False)
+    _receive: trio.MemoryReceiveChannel[PodLifecycleEvent] = attrs.field(init=False)
+    _records: dict[str, _PodRecord] = attrs.field(init=False, factory=dict)
+    _reinspect: set[str] = attrs.field(init=False, factory=set)
+    _lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
+
+    def __attrs_post_init__(self) -> None:
+        self._send, self._receive = trio.open_memory_channel[PodLifecycleEvent](self.channel_capacity)
+
+    @property
+    def events(self) -> trio.MemoryReceiveChannel[PodLifecycleEvent]:
+        """The event stream. One consumer only (the sync loop)."""
+        return self._receive
+
+    def watch(self) -> trio.MemoryReceiveChannel[PodLifecycleEvent]:
+        """Go's ``Watch()``: the same channel as :attr:`events`."""
+        return self._receive
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Relist forever; reports started after the first relist attempt (successful or not).
+
+        The period is measured from the *end* of each relist (Go's ``wait.Until``), so a slow relist
+        stretches the interval instead of relists piling up; hence a plain sleep, not
+        ``trio_util.periodic`` (which measures from the start).
+        """
+        await self.relist()
+        task_status.started()
+        while True:
+            await trio.sleep(self.relist_period)
+            await self.relist()
+
+    def healthy(self) -> tuple[bool, str]:
+        """``(ok, message)``: unhealthy before the first successful relist, or when the last successful
+        one started more than ``relist_threshold`` seconds ago."""
+        if self.last_relist_time is None:
+            return False, "pleg has yet to be successful"
+        elapsed = trio.current_time() - self.last_relist_time
+        if elapsed > self.relist_threshold:
+            return False, (
+                f"pleg was last seen active {go_duration(elapsed)} ago; "
+                f"threshold is {go_duration(self.relist_threshold)}"
+            )
+        return True, ""
+
+    async def relist(self) -> None:
+        """List, diff, inspect changed pods into the cache, send events, then stamp the cache."""
+        async with self._lock:
+            timestamp = trio.current_time()
+            interval = None if self.last_relist_time is None else timestamp - self.last_relist_time
+            await self._relist(timestamp)
+            duration = trio.current_time() - timestamp
+            self.relist_duration, self.relist_interval = duration, interval
+            if self.on_relist is not None:
+                self.on_relist(duration, interval)
+
+    async def _relist(self, timestamp: float) -> None:
+        try:
+            pods = await self.runtime.get_pods(all=True)
+        except Exception as err:
+            logger.error("GenericPLEG: unable to retrieve pods err=%r", err)
+            return
+        self.last_relist_time = timestamp
+
+        # setCurrent: every record's current listing is replaced (None: the pod vanished).
+        for record in self._records.values():
+            record.current = None
+        for pod in pods:
+            self._records.setdefault(pod.uid, _PodRecord()).current = pod
+
+        reinspect = self._reinspect
+        still_failing: set[str] = set()
+        for uid, record in list(self._records.items()):
+            events = compute_events(uid, record.old, record.current)
+            if not events and uid not in reinspect:
+                if record.current is None:
+                    del self._records[uid]  # an empty pod disappeared: nothing to report
+                continue
+            status = await self._update_cache(uid, record.current)
+            if status is None and record.current is not None:
+                # Inspection failed: keep the old record so the same events come back next relist.
+                still_failing.add(uid)
+                continue
+            # update(): old <- current, forgetting pods that are gone.
+            if record.current is None:
+                del self._records[uid]
+            else:
+                record.old, record.current = record.current, None
+            self._send_events(uid, events, status)
+        self._reinspect = still_failing
+
+        # Only now is every changed pod in the cache: release readers waiting for this relist.
+        self.cache.update_time(timestamp)
+
+    async def _update_cache(self, uid: str, pod: RuntimePod | None) -> PodStatus | None:
+        """Write the pod's fresh status to the cache; ``None`` when it vanished or inspection failed."""
+        if pod is None:
+            logger.debug("PLEG: delete status for pod pod_uid=%s", uid)
+            self.cache.delete(uid)
+            return None
+        timestamp = trio.current_time()  # the status is at least this fresh (Go takes now() here too)
+        try:
+            status = await self.runtime.get_pod_status(pod.uid, pod.name, pod.namespace)
+        except Exception as err:
+            logger.error(
+                "PLEG: inspecting pod failed, will retry pod=%s/%s pod_uid=%s err=%r",
+                pod.namespace,
+                pod.name,
+                uid,
+                err,
+            )
+            # Like Go, record the error so that a pod worker waiting for fresh status sees it rather than
+            # acting on stale data once the cache timestamp moves.
+            self.cache.set(uid, PodStatus(uid=uid, name=pod.name, namespace=pod.namespace), err, timestamp)
+            return None
+        status = attrs.evolve(status, ips=self._pod_ips(uid, status))
+        if not status.timestamp:
+            status = attrs.evolve(status, timestamp=timestamp)
+        self.cache.set(uid, status, None, timestamp)
+        return status
+
+    def _pod_ips(self, uid: str, status: PodStatus) -> tuple[str, ...]:
+        """Keep the previous IPs when the new status has none and no sandbox is ready (a pod torn down:
+        the API keeps showing the IP of a completed pod)."""
+        if status.ips:
+            return status.ips
+        entry = self.cache.get_entry(uid)
+        if entry is None or entry.error is not None or not entry.status.ips:
+            return status.ips
+        if any(s.ready for s in status.sandbox_statuses):
+            return status.ips
+        return entry.status.ips
+
+    def _send_events(self, uid: str, events: list[PodLifecycleEvent], status: PodStatus | None) -> None:
+        for event in events:
+            if event.type is PodLifecycleEventType.CONTAINER_CHANGED:
+                continue  # not reliable and unused: never sent
+            # Overflow policy: drop. The relister must never block on a slow sync loop (its health and
+            # the cache freshness depend on it); the 1-minute resync and later relists catch up.
+            try:
+                self._send.send_nowait(event)
+            except trio.WouldBlock:
+                self.discarded_events += 1
+                logger.error(
+                    "event channel is full, discarding this relist() cycle event pod_uid=%s event=%s "
+                    "container_id=%s",
+                    uid,
+                    event.type,
+                    event.data,
+                )
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                logger.debug("event channel closed, dropping event pod_uid=%s event=%s", uid, event.type)
+            if event.type is PodLifecycleEventType.CONTAINER_DIED and status is not None:
+                for c in status.container_statuses:
+                    if c.id == event.data:
+                        logger.debug(
+                            "container finished pod_uid=%s container_id=%s exit_code=%d",
+                            uid,
+                            c.id,
+                            c.exit_code,
+                        )
+                        break

@@ -1,0 +1,128 @@
+"""PodStorage merge semantics and PodConfig as a component (upstream ``config_test.go`` behaviours)."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+import trio
+
+from kubelet_trio.api import PodStatus
+from kubelet_trio.config import (
+    CONFIG_FIRST_SEEN_ANNOTATION,
+    CONFIG_SOURCE_ANNOTATION,
+    PodConfig,
+    PodOperation,
+    PodStorage,
+    SourceSet,
+)
+from tests.config.conftest import api_pod, fixed_now, summary
+
+ADD, UPDATE, REMOVE, DELETE, RECONCILE = (
+    PodOperation.ADD,
+    PodOperation.UPDATE,
+    PodOperation.REMOVE,
+    PodOperation.DELETE,
+    PodOperation.RECONCILE,
+)
+
+
+def merge(storage: PodStorage, *pods, source="api"):  # type: ignore[no-untyped-def]
+    return [summary(u) for u in storage.merge(source, pods)]
+
+
+def test_first_empty_set_sends_empty_add() -> None:
+    storage = PodStorage(now=fixed_now)
+    assert merge(storage) == [(ADD, ())]
+    assert merge(storage) == []  # only on the first SET
+    assert storage.seen_sources == {"api"}
+
+
+def test_add_then_nothing_changed() -> None:
+    storage = PodStorage(now=fixed_now)
+    a, b = api_pod("a", "uid-a"), api_pod("b", "uid-b")
+    assert merge(storage, a, b) == [(ADD, ("a", "b"))]
+    assert merge(storage, a, b) == []
+    stored = storage.pods("api")[0]
+    assert stored.annotations[CONFIG_SOURCE_ANNOTATION] == "api"
+    assert stored.annotations[CONFIG_FIRST_SEEN_ANNOTATION] == "2024-05-01T12:00:00Z"
+
+
+def test_emit_order_remove_add_update_delete_reconcile() -> None:
+    storage = PodStorage(now=fixed_now)
+    a, b, c, d = (api_pod(n, f"uid-{n}") for n in "abcd")
+    merge(storage, a, b, c, d)
+    e = api_pod("e", "uid-e")
+    b2 = api_pod("b", "uid-b", image="busybox:1.37")
+    c2 = api_pod("c", "uid-c", deletion_timestamp="2024-05-01T12:01:00Z", deletion_grace_period_seconds=30)
+    d2 = attrs.evolve(d, status=PodStatus(phase="Running"))
+    assert merge(storage, b2, c2, d2, e) == [
+        (REMOVE, ("a",)),
+        (ADD, ("e",)),
+        (UPDATE, ("b",)),
+        (DELETE, ("c",)),
+        (RECONCILE, ("d",)),
+    ]
+    stored = {p.name: p for p in storage.pods()}
+    assert stored["b"].spec.containers[0].image == "busybox:1.37"  # type: ignore[union-attr, index]
+    assert stored["d"].status == PodStatus(phase="Running")
+    assert stored["c"].metadata.deletion_grace_period_seconds == 30  # type: ignore[union-attr]
+
+
+def test_update_keeps_first_seen_and_local_annotations_do_not_count() -> None:
+    times = iter(["2024-01-01T00:00:00Z", "2030-01-01T00:00:00Z"])
+    import datetime as dt
+
+    storage = PodStorage(now=lambda: dt.datetime.fromisoformat(next(times)))
+    merge(storage, api_pod("a", "uid-a"))
+    seen = storage.pods()[0].annotations[CONFIG_FIRST_SEEN_ANNOTATION]
+    relabelled = api_pod("a", "uid-a", labels={"x": "y"}, annotations={CONFIG_FIRST_SEEN_ANNOTATION: "other"})
+    assert merge(storage, relabelled) == [(UPDATE, ("a",))]
+    assert storage.pods()[0].annotations[CONFIG_FIRST_SEEN_ANNOTATION] == seen
+    only_local = api_pod("a", "uid-a", labels={"x": "y"}, annotations={CONFIG_SOURCE_ANNOTATION: "elsewhere"})
+    assert merge(storage, only_local) == []
+
+
+def test_duplicates_by_full_name_and_uid_across_sources() -> None:
+    storage = PodStorage(now=fixed_now)
+    a, a_dup = api_pod("a", "uid-a"), api_pod("a", "uid-other")
+    assert merge(storage, a, a_dup) == [(ADD, ("a",))]
+    assert merge(storage, api_pod("x", "uid-a"), source="file") == [(ADD, ())]  # UID owned by "api"
+    assert [p.uid for p in storage.pods("file")] == []
+    same_name_other_ns = api_pod("a", "uid-b", namespace="other")
+    assert merge(storage, a, same_name_other_ns) == [(ADD, ("a",))]
+
+
+def test_sources_are_independent() -> None:
+    storage = PodStorage(now=fixed_now)
+    assert merge(storage, api_pod("a", "uid-a"), source="file") == [(ADD, ("a",))]
+    assert merge(storage, api_pod("b", "uid-b"), source="http") == [(ADD, ("b",))]
+    assert merge(storage, source="file") == [(REMOVE, ("a",))]
+    assert [p.name for p in storage.pods()] == ["b"]
+
+
+async def test_podconfig_component_and_sources_ready(nursery: trio.Nursery) -> None:
+    config = PodConfig(sources=("file", "http"), now=fixed_now)
+    with pytest.raises(ValueError, match="not configured"):
+        config.source_channel("api")
+    file_send, http_send = config.source_channel("file"), config.source_channel("http")
+    await nursery.start(config.run)
+    assert not config.sources_ready.value
+    await file_send.send(SourceSet("file", (api_pod("a", "uid-a"),)))
+    assert summary(await config.updates.receive()) == (ADD, ("a",))
+    assert not config.sources_ready.value
+    await http_send.send(SourceSet("http", ()))
+    await config.sources_ready.wait_value(True)
+    update = await config.updates.receive()
+    assert (update.op, update.source, update.pods) == (ADD, "http", ())
+    assert config.seen_sources() == {"file", "http"}
+    await file_send.send(SourceSet("file", ()))
+    assert summary(await config.updates.receive()) == (REMOVE, ("a",))
+
+
+async def test_podconfig_closes_updates_when_cancelled() -> None:
+    config = PodConfig(sources=("file",))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(config.run)
+        nursery.cancel_scope.cancel()
+    with pytest.raises(trio.EndOfChannel):
+        await config.updates.receive()
