@@ -26,7 +26,8 @@ from kubelet_trio.api import ObjectMeta, Pod, PodStatus, default_pod
 from kubelet_trio.clock import WallClock
 from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.config.types import SourceSet
-from kubelet_trio.fsio import run_inline
+from kubelet_trio.cri.runtime import Runtime
+from kubelet_trio.fsio import RunSync, run_in_thread, run_inline
 from kubelet_trio.kubelet import Kubelet, KubeletConfig
 from kubelet_trio.sim.runtime import SimRuntime
 
@@ -49,8 +50,10 @@ def as_pod(manifest: Pod | Mapping[str, Any]) -> Pod:
 
 @attrs.define(eq=False)
 class SimNode:
+    """A running node and its pod source (named for its main use; any runtime works)."""
+
     kubelet: Kubelet
-    sim: SimRuntime
+    sim: Runtime
     _source: trio.MemorySendChannel[SourceSet]
     _pods: dict[str, Pod] = attrs.Factory(dict)
 
@@ -100,6 +103,36 @@ class SimNode:
 
 
 @contextlib.asynccontextmanager
+async def open_node(
+    runtime: Runtime,
+    node_name: str = "test-node",
+    *,
+    clock: WallClock | None = None,
+    run_sync: RunSync = run_in_thread,
+    **config: Any,
+) -> AsyncIterator[SimNode]:
+    """Run a node on any ``Runtime`` until the block exits; pods are left as they are (like a kubelet)."""
+    clock = clock or WallClock()
+    with tempfile.TemporaryDirectory(prefix="kubelet-trio-node-") as tmp:
+        kubelet_config = KubeletConfig(
+            node_name=node_name,
+            pod_logs_dir=config.pop("pod_logs_dir", f"{tmp}/pod-logs"),
+            root_dir=config.pop("root_dir", f"{tmp}/root"),
+            node_ips=config.pop("node_ips", ("192.0.2.10",)),
+            **config,
+        )
+        pod_config = PodConfig(sources=(TEST_SOURCE,), now=clock.now)
+        source = pod_config.source_channel(TEST_SOURCE)
+        kubelet = Kubelet(kubelet_config, runtime, pod_config, clock=clock, run_sync=run_sync)
+        async with source, trio.open_nursery() as nursery:
+            await nursery.start(kubelet.run)
+            node = SimNode(kubelet, runtime, source)
+            await node._publish()  # an empty first SET: the source is ready
+            yield node
+            nursery.cancel_scope.cancel()
+
+
+@contextlib.asynccontextmanager
 async def open_sim_node(
     node_name: str = "sim-node",
     *,
@@ -107,23 +140,8 @@ async def open_sim_node(
     clock: WallClock | None = None,
     **config: Any,
 ) -> AsyncIterator[SimNode]:
-    """Run a node on a SimRuntime (shared clock) until the block exits; pods are left as they are."""
+    """A node on a SimRuntime sharing its clock; file operations inline so MockClock stays exact."""
     clock = clock or WallClock()
     sim = sim or SimRuntime(clock=clock, run_sync=run_inline)
-    with tempfile.TemporaryDirectory(prefix="kubelet-trio-node-") as tmp:
-        kubelet_config = KubeletConfig(
-            node_name=node_name,
-            pod_logs_dir=config.pop("pod_logs_dir", f"{tmp}/pods-logs"),
-            root_dir=config.pop("root_dir", f"{tmp}/root"),
-            node_ips=config.pop("node_ips", ("192.0.2.10",)),
-            **config,
-        )
-        pod_config = PodConfig(sources=(TEST_SOURCE,), now=clock.now)
-        source = pod_config.source_channel(TEST_SOURCE)
-        kubelet = Kubelet(kubelet_config, sim, pod_config, clock=clock, run_sync=run_inline)
-        async with source, trio.open_nursery() as nursery:
-            await nursery.start(kubelet.run)
-            node = SimNode(kubelet, sim, source)
-            await node._publish()  # an empty first SET: the source is ready
-            yield node
-            nursery.cancel_scope.cancel()
+    async with open_node(sim, node_name, clock=clock, run_sync=run_inline, **config) as node:
+        yield node
