@@ -263,6 +263,9 @@ class GenericPLEG:
             else:
                 record.old, record.current = record.current, None
             self._send_events(uid, events, status)
+            # Let the sync loop drain the channel between pods: sends never block, so without a
+            # checkpoint a relist of a thousand changed pods would overflow it before anyone reads.
+            await trio.lowlevel.checkpoint()
         self._reinspect = still_failing
 
         # Only now is every changed pod in the cache: release readers waiting for this relist.

@@ -48,6 +48,7 @@ from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.runtime import CRI_API_VERSION
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.sim.images import ImageStore, RefTable, SimImage, normalize, parse_ref
+from kubelet_trio.sim.index import LabelIndex
 from kubelet_trio.sim.records import (
     ERROR,
     SIGKILL_EXIT,
@@ -161,6 +162,8 @@ class SimRuntime:
     _containers: dict[str, ContainerRecord] = attrs.field(init=False, factory=dict)
     _sandbox_names: dict[str, str] = attrs.field(init=False, factory=dict)
     _container_names: dict[str, str] = attrs.field(init=False, factory=dict)
+    _sandbox_index: LabelIndex = attrs.field(init=False, factory=LabelIndex)
+    _container_index: LabelIndex = attrs.field(init=False, factory=LabelIndex)
 
     def __attrs_post_init__(self) -> None:
         if self.clock is None:
@@ -254,6 +257,7 @@ class SimRuntime:
         self._sandboxes[sandbox_id] = SandboxRecord(
             id=sandbox_id, config=config, runtime_handler=runtime_handler, created_ns=self._now(), ip=ip
         )
+        self._sandbox_index.add(sandbox_id, config.labels)
         logger.debug("sim: sandbox ready sandbox=%s pod=%s/%s ip=%s", sandbox_id, md.namespace, md.name, ip)
         return sandbox_id
 
@@ -288,9 +292,10 @@ class SimRuntime:
         if sandbox is None:
             return  # like containerd: removing what does not exist succeeds
         self._stop_sandbox(sandbox)
-        for container in [c for c in self._containers.values() if c.sandbox_id == sandbox.id]:
+        for container in self._filter_containers("", sandbox.id, {}):
             self._drop_container(container)
         del self._sandboxes[sandbox.id]
+        self._sandbox_index.remove(sandbox.id, sandbox.config.labels)
         self._sandbox_names = {k: v for k, v in self._sandbox_names.items() if v != sandbox.id}
         logger.debug("sim: sandbox removed sandbox=%s", sandbox.id)
 
@@ -304,6 +309,8 @@ class SimRuntime:
 
     async def list_pod_sandbox(self, filter: pb.PodSandboxFilter | None = None) -> list[pb.PodSandbox]:
         sandboxes: Iterable[SandboxRecord] = self._sandboxes.values()
+        if filter is not None and (ids := self._sandbox_index.select(filter.label_selector)) is not None:
+            sandboxes = [self._sandboxes[i] for i in ids]
         if filter is not None:
             sandbox_id = self._normalize_filter_id(self._sandboxes, filter.id)
             sandboxes = [
@@ -353,6 +360,7 @@ class SimRuntime:
             log_path=log_path,
             created_ns=self._now(),
         )
+        self._container_index.add(container_id, config.labels)
         logger.debug(
             "sim: container created container=%s sandbox=%s name=%s", container_id, sandbox.id, md.name
         )
@@ -442,6 +450,7 @@ class SimRuntime:
     def _drop_container(self, container: ContainerRecord) -> None:
         container.terminate(Exit(self._now(), SIGKILL_EXIT, ERROR))  # forcibly, if running
         del self._containers[container.id]
+        self._container_index.remove(container.id, container.config.labels)
         self._container_names = {k: v for k, v in self._container_names.items() if v != container.id}
         logger.debug("sim: container removed container=%s", container.id)
 
@@ -462,9 +471,11 @@ class SimRuntime:
     ) -> list[ContainerRecord]:
         container_id = self._normalize_filter_id(self._containers, container_id)
         sandbox_id = self._normalize_filter_id(self._sandboxes, sandbox_id)
+        ids = self._container_index.select(selector)
+        candidates = self._containers.values() if ids is None else [self._containers[i] for i in ids]
         return [
             c
-            for c in self._containers.values()
+            for c in candidates
             if (not container_id or c.id == container_id)
             and (not sandbox_id or c.sandbox_id == sandbox_id)
             and _labels_match(c.config.labels, selector)
