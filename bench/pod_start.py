@@ -200,6 +200,7 @@ def steady_state(env: LocalCriEnvironment, workdir: Path, seconds: float) -> dic
         "--root-dir", str(workdir / "steady-root"),
         "--pod-logs-dir", str(workdir / "steady-logs"),
         "--hostname-override", node,
+        "--healthz-port", "0",
     ]  # fmt: skip
     with (workdir / "steady.log").open("wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=log)

@@ -13,7 +13,10 @@ import sys
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sim-cri": ("kubelet_trio.cmd.sim_cri", "serve a simulated runtime as a CRI gRPC server"),
     "check-manifests": ("kubelet_trio.cmd.check_manifests", "validate pod manifest files or directories"),
-    "demo": ("kubelet_trio.cmd.demo", "start a pod through the Runtime interface and show it"),
+    "demo": (
+        "kubelet_trio.cmd.demo",
+        "the main job: --runonce over examples/ on the simulator and containerd",
+    ),
 }
 
 

@@ -63,14 +63,29 @@ def rfc3339_nano(wall_ns: int) -> str:
 
 
 def go_duration(seconds: float) -> str:
-    """Go's ``time.Duration.String`` for whole seconds (``10s``, ``1m30s``, ``2h0m0s``), for messages."""
-    total = round(seconds)
-    if total == 0:
+    """Go's ``time.Duration.String`` (``3m0s``, ``3m0.5s``, ``1h0m0s``, ``250ms``) for messages."""
+    ns = round(seconds * 1e9)
+    if ns == 0:
         return "0s"
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+
+    def fixed(value: int, scale: int) -> str:
+        whole, frac = divmod(value, scale)
+        digits = len(str(scale)) - 1
+        return f"{whole}.{frac:0{digits}d}".rstrip("0") if frac else str(whole)
+
+    if ns < 1_000:
+        return f"{sign}{ns}ns"
+    if ns < 1_000_000:
+        return f"{sign}{fixed(ns, 1_000)}µs"
+    if ns < 1_000_000_000:
+        return f"{sign}{fixed(ns, 1_000_000)}ms"
+    hours, rest = divmod(ns, 3600 * 10**9)
+    minutes, rest = divmod(rest, 60 * 10**9)
+    secs = fixed(rest, 10**9)
     if hours:
-        return f"{hours}h{minutes}m{secs}s"
+        return f"{sign}{hours}h{minutes}m{secs}s"
     if minutes:
-        return f"{minutes}m{secs}s"
-    return f"{secs}s"
+        return f"{sign}{minutes}m{secs}s"
+    return f"{sign}{secs}s"

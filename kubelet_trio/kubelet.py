@@ -1,10 +1,10 @@
 """The ``Kubelet``: the nursery tree that turns desired pods into running containers and watches them.
 
 Go: ``pkg/kubelet/kubelet.go``. ``Kubelet.run`` owns every task: the PLEG relister, the pod config sources,
-the pod workers, the tickers and the sync loop. The sync loop is the one consumer of a merged event channel
-(config updates, PLEG events, the 1 s sync tick, the 2 s housekeeping tick) and dispatches to the pod
-workers; it never blocks on a pod. Cancelling ``run`` stops the node and leaves pods running, as the Go
-kubelet does.
+the pod workers, the probe manager, the tickers and the sync loop. The sync loop is the one consumer of a
+merged event channel (config updates, PLEG events, probe result changes, the 1 s sync tick, the 2 s
+housekeeping tick) and dispatches to the pod workers; it never blocks on a pod. Cancelling ``run`` stops
+the node and leaves pods running, as the Go kubelet does.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import enum
 import logging
 import math
 import socket
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -27,21 +27,33 @@ from kubelet_trio.clock import WallClock
 from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.config.types import PodOperation, PodUpdate
 from kubelet_trio.container.cache import PodCache
-from kubelet_trio.container.types import ContainerState, PodStatus, RuntimeContainer, RuntimePod
+from kubelet_trio.container.types import ContainerState, PodStatus, RuntimePod
 from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.fsio import RunSync, run_in_thread
-from kubelet_trio.kuberuntime.manager import KubeRuntimeManager
+from kubelet_trio.kuberuntime.actions import ProbeKind, ProbeResult
+from kubelet_trio.kuberuntime.envvars import NO_OBJECTS, ObjectStore
+from kubelet_trio.kuberuntime.manager import KubeRuntimeManager, running_pod_from_status
+from kubelet_trio.kuberuntime.mounts import RunOptionsGenerator
+from kubelet_trio.kuberuntime.resources import NodeAllocatable, read_node_allocatable
+from kubelet_trio.lifecycle import HandlerRunner
+from kubelet_trio.metrics import KubeletMetrics
+from kubelet_trio.network.dns import DnsConfigurer
 from kubelet_trio.pleg.events import PodLifecycleEvent, PodLifecycleEventType
 from kubelet_trio.pleg.generic import GenericPLEG
 from kubelet_trio.pod_workers import PodWorkers, SyncError, UpdatePodOptions, UpdateType, is_terminal_phase
+from kubelet_trio.prober import ProbeManager, ProbeUpdate
+from kubelet_trio.server.serve import serve_kubelet_http
 from kubelet_trio.status.generate import active_deadline_exceeded, generate_api_pod_status
 from kubelet_trio.status.manager import StatusManager
+from kubelet_trio.status.qos import pod_qos
+from kubelet_trio.volumemanager import MountError, VolumeManager
 
 logger = logging.getLogger(__name__)
 
 SYNC_TICK = 1.0
 HOUSEKEEPING_PERIOD = 2.0
 RUNTIME_STATUS_PERIOD = 5.0
+CONTAINER_GC_PERIOD = 60.0  # Go: ContainerGCPeriod
 MERGED_CHANNEL_SIZE = 100
 ORPHAN_GRACE_PERIOD = 1
 KILL_DEADLINE_MARGIN = 10.0  # beyond the grace period, for the runtime to deliver SIGKILL and answer
@@ -62,9 +74,17 @@ class KubeletConfig:
     sync_frequency: float = 60.0
     sync_tick: float = SYNC_TICK
     housekeeping_period: float = HOUSEKEEPING_PERIOD
+    container_gc_period: float = CONTAINER_GC_PERIOD
     pleg_relist_period: float = 1.0
     pleg_relist_threshold: float = 180.0
     jitter: float = 0.5
+    healthz_port: int = 0  # 0 = off (the CLI's default is 10248)
+    healthz_bind_address: str = "127.0.0.1"
+    read_only_port: int = 0  # 0 = off, as in the Go kubelet
+    address: str = "0.0.0.0"  # the read-only server's bind address
+    cluster_dns: tuple[str, ...] = ()  # clusterDNS: the nameservers of ClusterFirst pods
+    cluster_domain: str = ""  # clusterDomain: search domains and pod FQDNs
+    resolv_conf: str = "/etc/resolv.conf"  # the node's resolver file for dnsPolicy Default ("" = none)
 
 
 class EventKind(enum.Enum):
@@ -72,6 +92,7 @@ class EventKind(enum.Enum):
     PLEG = "pleg"
     SYNC_TICK = "sync-tick"
     HOUSEKEEPING = "housekeeping"
+    PROBE = "probe"
 
 
 @attrs.frozen
@@ -86,27 +107,6 @@ def default_node_ips() -> tuple[str, ...]:
     except OSError:
         ip = "127.0.0.1"
     return (ip,)
-
-
-def runtime_pod_from_status(status: PodStatus) -> RuntimePod:
-    return RuntimePod(
-        uid=status.uid,
-        name=status.name,
-        namespace=status.namespace,
-        containers=tuple(
-            RuntimeContainer(id=c.id, name=c.name, state=c.state, created_at=c.created_at, hash=c.hash)
-            for c in status.container_statuses
-        ),
-        sandboxes=tuple(
-            RuntimeContainer(
-                id=s.id,
-                name="POD",
-                state=ContainerState.RUNNING if s.ready else ContainerState.EXITED,
-                created_at=s.created_at,
-            )
-            for s in status.sandbox_statuses
-        ),
-    )
 
 
 @attrs.define(eq=False)
@@ -139,11 +139,25 @@ class Kubelet:
     runtime: Runtime
     pod_config: PodConfig
     pod_sources: Sequence[PodSource] = ()  # components feeding pod_config (file, http, api)
+    # API mode (issue 7): more components started in the tree after the pod workers (node status, lease,
+    # status publisher, events; see kubelet_trio.apimode), and where pod events go.
+    components: list[PodSource] = attrs.Factory(list)
+    event_sink: Callable[[Pod, str, str, str], None] | None = None
+    # Admission (kubelet_trio.admission): None admits everything; else (pod, other active pods) -> a
+    # rejection with .reason and .message, or None. Rejected pods are Failed for good, never started.
+    admit: Callable[[Pod, list[Pod]], Any] | None = None
+    rejected: set[str] = attrs.Factory(set)
     clock: WallClock = attrs.Factory(WallClock)
     run_sync: RunSync = run_in_thread  # small file operations (see kubelet_trio.fsio)
     cache: PodCache = attrs.Factory(PodCache)
     pod_manager: PodManager = attrs.Factory(PodManager)
     status_manager: StatusManager = attrs.Factory(StatusManager)
+    metrics: KubeletMetrics = attrs.Factory(KubeletMetrics)
+    http_urls: dict[str, str] = attrs.Factory(dict)  # "healthz"/"readonly" -> URL, once serving
+    object_store: ObjectStore = NO_OBJECTS  # ConfigMaps and Secrets for env and volumes (none standalone)
+    allocatable: NodeAllocatable | None = None  # None: the machine's CPUs and memory
+    probe_manager: ProbeManager = attrs.field(init=False)
+    volume_manager: VolumeManager = attrs.field(init=False)
     kube_runtime: KubeRuntimeManager = attrs.field(init=False)
     pleg: GenericPLEG = attrs.field(init=False)
     pod_workers: PodWorkers = attrs.field(init=False)
@@ -154,27 +168,73 @@ class Kubelet:
     _nursery: trio.Nursery | None = None
 
     def __attrs_post_init__(self) -> None:
+        if not self.config.node_ips:
+            self.config = attrs.evolve(self.config, node_ips=default_node_ips())
+        self._build_pod_support()
         self.kube_runtime = KubeRuntimeManager(
             self.runtime,
             node_name=self.config.node_name,
             clock=self.clock,
             pod_logs_dir=self.config.pod_logs_dir,
             run_sync=self.run_sync,
+            events=self.record_event,
+            probe_results=self.probe_manager.results,
+            hooks=HandlerRunner(runtime=self.runtime, pod_ips=self._pod_ips),
+            run_options=RunOptionsGenerator(
+                root_dir=self.config.root_dir,
+                volumes=self.volume_manager,
+                host_ips=self.config.node_ips,
+                cluster_domain=self.config.cluster_domain,
+                objects=self.object_store,
+                allocatable=self.allocatable,
+                run_sync=self.run_sync,
+            ),
+            dns_config=DnsConfigurer(
+                cluster_dns=self.config.cluster_dns,
+                cluster_domain=self.config.cluster_domain,
+                resolv_conf=self.config.resolv_conf,
+                node_ips=self.config.node_ips,
+                events=self.record_event,
+                run_sync=self.run_sync,
+            ).pod_dns_config,
         )
         self.pleg = GenericPLEG(
             self.kube_runtime,
             self.cache,
             relist_period=self.config.pleg_relist_period,
             relist_threshold=self.config.pleg_relist_threshold,
+            on_relist=self.metrics.observe_relist,
         )
         self.pod_workers = PodWorkers(
             self,
             self.cache,
             resync_interval=self.config.sync_frequency,
             jitter=self.config.jitter,
+            on_sync_duration=self.metrics.observe_pod_worker,
         )
-        if not self.config.node_ips:
-            self.config = attrs.evolve(self.config, node_ips=default_node_ips())
+
+    def _build_pod_support(self) -> None:
+        """The probe manager and the volume manager (issue 6)."""
+        if self.allocatable is None:
+            self.allocatable = read_node_allocatable(self.config.root_dir)
+        self.probe_manager = ProbeManager(
+            runtime=self.runtime,
+            status_provider=self.status_manager.get,
+            cache=self.cache,
+            clock=self.clock,
+            events=self.record_event,
+        )
+        self.volume_manager = VolumeManager(
+            root_dir=self.config.root_dir,
+            run_sync=self.run_sync,
+            objects=self.object_store,
+            allocatable=self.allocatable,
+            events=self.record_event,
+        )
+
+    async def _pod_ips(self, pod: Pod) -> tuple[str, ...]:
+        """The pod's IPs from the runtime (httpGet lifecycle hooks without a host)."""
+        return (await self.kube_runtime.get_pod_status(pod.uid, pod.name, pod.namespace)).ips
 
     # -- the tree ----------------------------------------------------------------------------------
 
@@ -184,19 +244,27 @@ class Kubelet:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             await nursery.start(self._runtime_status_loop)
+            nursery.start_soon(self._container_gc_loop)
             await nursery.start(self.pleg.run)
             await nursery.start(self.pod_workers.run)
+            await nursery.start(self.probe_manager.run)
+            for component in self.components:
+                await nursery.start(component.run)
             await nursery.start(self.pod_config.run)
             for source in self.pod_sources:
                 await nursery.start(source.run)
             async with send:
                 nursery.start_soon(self._forward, self.pod_config.updates, EventKind.CONFIG, send.clone())
                 nursery.start_soon(self._forward, self.pleg.events, EventKind.PLEG, send.clone())
+                nursery.start_soon(self._forward, self.probe_manager.updates, EventKind.PROBE, send.clone())
                 nursery.start_soon(self._ticker, self.config.sync_tick, EventKind.SYNC_TICK, send.clone())
-                nursery.start_soon(
-                    self._ticker, self.config.housekeeping_period, EventKind.HOUSEKEEPING, send.clone()
-                )
+                if math.isfinite(self.config.housekeeping_period):  # inf: no housekeeping (run-once)
+                    nursery.start_soon(
+                        self._ticker, self.config.housekeeping_period, EventKind.HOUSEKEEPING, send.clone()
+                    )
             nursery.start_soon(self._sync_loop, receive)
+            await nursery.start(self.metrics.watch_pod_starts, self.status_manager, self.clock.now)
+            self.http_urls = await nursery.start(serve_kubelet_http, self)
             self.ready.value = True
             logger.info("kubelet started node=%s", self.config.node_name)
             task_status.started(self)
@@ -248,6 +316,11 @@ class Kubelet:
                 logger.info("container runtime is healthy")
         self.runtime_error = error
 
+    def record_event(self, pod: Pod, type_: str, reason: str, message: str) -> None:
+        """Pod events (Pulled, Started, Killing, ...): to ``event_sink`` when one is set; never blocks."""
+        if self.event_sink is not None:
+            self.event_sink(pod, type_, reason, message)
+
     def health_errors(self) -> list[str]:
         """What makes this node unhealthy: the runtime and the PLEG."""
         errors = [self.runtime_error] if self.runtime_error else []
@@ -289,6 +362,8 @@ class Kubelet:
             self._handle_config(event.payload)
         elif event.kind is EventKind.PLEG:
             self._handle_pleg(event.payload)
+        elif event.kind is EventKind.PROBE:
+            self._handle_probe(event.payload)
         elif event.kind is EventKind.SYNC_TICK:
             self._handle_sync_tick()
         elif event.kind is EventKind.HOUSEKEEPING and self.sources_ready:
@@ -312,17 +387,51 @@ class Kubelet:
         for pod in sorted(pods, key=lambda p: (p.metadata.creation_timestamp or "") if p.metadata else ""):
             self.pod_manager.add_or_update(pod)
             logger.info("pod added pod=%s/%s uid=%s", pod.namespace, pod.name, pod.uid)
+            if self._reject_if_not_admitted(pod):
+                continue
             self.pod_workers.update_pod(UpdatePodOptions(UpdateType.CREATE, pod=pod))
+
+    def _reject_if_not_admitted(self, pod: Pod) -> bool:
+        """Go ``canAdmitPod`` + ``rejectPod``: against the active pods, in creation order."""
+        if pod.uid in self.rejected:
+            return True
+        if self.admit is None or is_terminal_phase(pod) or self.pod_workers.is_known(pod.uid):
+            return False
+        active = [
+            p
+            for p in self.pod_manager.pods()
+            if p.uid != pod.uid
+            and p.uid not in self.rejected
+            and self.pod_workers.is_known(p.uid)
+            and not self.pod_workers.is_termination_requested(p.uid)
+        ]
+        rejection = self.admit(pod, active)
+        if rejection is None:
+            return False
+        self.rejected.add(pod.uid)
+        message = f"Pod was rejected: {rejection.message}"
+        logger.warning(
+            "pod rejected pod=%s/%s uid=%s reason=%s", pod.namespace, pod.name, pod.uid, rejection.reason
+        )
+        status = ApiPodStatus(
+            phase="Failed", reason=rejection.reason, message=message, qos_class=pod_qos(pod)
+        )
+        self.status_manager.set_pod_status(pod, status)
+        self.record_event(pod, "Warning", rejection.reason, message)
+        return True
 
     def handle_pod_updates(self, pods: Iterable[Pod]) -> None:
         for pod in pods:
             self.pod_manager.add_or_update(pod)
+            if pod.uid in self.rejected and not (pod.metadata and pod.metadata.deletion_timestamp):
+                continue  # never started; a deletion still goes to the workers, which finish it at once
             self.pod_workers.update_pod(UpdatePodOptions(UpdateType.UPDATE, pod=pod))
 
     def handle_pod_removes(self, pods: Iterable[Pod]) -> None:
         for pod in pods:
             self.pod_manager.remove(pod)
             logger.info("pod removed pod=%s/%s uid=%s", pod.namespace, pod.name, pod.uid)
+            self.rejected.discard(pod.uid)
             if not self.sources_ready:
                 continue  # housekeeping deletes it once every source has spoken
             self.pod_workers.update_pod(UpdatePodOptions(UpdateType.KILL, pod=pod))
@@ -335,6 +444,31 @@ class Kubelet:
             self.pod_workers.update_pod(UpdatePodOptions(UpdateType.SYNC, pod=pod))
         if event.type is PodLifecycleEventType.CONTAINER_DIED and self._nursery is not None:
             self._nursery.start_soon(self._remove_dead_containers, event.uid)
+
+    def _handle_probe(self, update: ProbeUpdate) -> None:
+        """Go: a liveness failure syncs the pod (which restarts the container); a readiness or startup
+        change updates the pod's status at once and syncs it."""
+        if update.kind is ProbeKind.LIVENESS and update.result is not ProbeResult.FAILURE:
+            return
+        pod = self.pod_manager.get(update.pod_uid)
+        if pod is None:
+            return
+        logger.info(
+            "probe result changed pod=%s/%s uid=%s container_id=%s probe=%s result=%s",
+            pod.namespace,
+            pod.name,
+            pod.uid,
+            update.container_id,
+            update.kind.value,
+            update.result.value,
+        )
+        if (
+            update.kind is not ProbeKind.LIVENESS
+            and self.status_manager.get(pod.uid) is not None
+            and not self.pod_workers.is_terminated(pod.uid)
+        ):
+            self.status_manager.set_pod_status(pod, self.generate_status(pod, self.cache.get(pod.uid)))
+        self.pod_workers.update_pod(UpdatePodOptions(UpdateType.SYNC, pod=pod))
 
     async def _remove_dead_containers(self, uid: str) -> None:
         """Keep only the newest dead instance of each container (maxPerPodContainer = 1)."""
@@ -357,17 +491,37 @@ class Kubelet:
             else:
                 self.pod_workers.wake_due(uid)
 
+    async def _container_gc_loop(self) -> None:
+        """Container GC (Go: every minute): remove stopped pods, their containers and log directories.
+
+        Only pods no longer desired and not held by a worker are collected, and only once every source has
+        spoken, so a slow source never gets its pods collected.
+        """
+        async for _ in trio_util.periodic(self.config.container_gc_period):
+            if not self.sources_ready:
+                continue
+            keep = set(self.pod_manager.by_uid()) | {
+                uid
+                for uid in self.pod_workers.known_uids()
+                if self.pod_workers.could_have_running_containers(uid)
+            }
+            try:
+                await self.kube_runtime.collect_orphans(keep)
+            except Exception as exc:
+                logger.warning("container garbage collection failed error=%s", exc)
+
     async def handle_pod_cleanups(self) -> None:
         """Housekeeping (Go HandlePodCleanups): kill orphans, restart forgotten pods, collect garbage."""
         desired = self.pod_manager.by_uid()
         known = self.pod_workers.sync_known_pods(desired)
-        try:
-            running = await self.kube_runtime.get_pods(all=False)
-        except Exception as exc:
-            logger.warning("housekeeping could not list runtime pods error=%s", exc)
-            return
+        self.probe_manager.cleanup_pods(desired)
+        running = [  # the PLEG's listing is at most one relist period old: no second listing
+            p
+            for p in self.pleg.pods()
+            if any(c.state is ContainerState.RUNNING for c in (*p.containers, *p.sandboxes))
+        ]
         for uid, pod in desired.items():
-            if uid in known or is_terminal_phase(pod):
+            if uid in known or uid in self.rejected or is_terminal_phase(pod):
                 continue
             if pod.metadata and pod.metadata.deletion_timestamp:
                 continue
@@ -392,19 +546,14 @@ class Kubelet:
                     UpdateType.KILL, running_pod=runtime_pod, grace_period_override=ORPHAN_GRACE_PERIOD
                 )
             )
-        try:
-            keep = {uid for uid in desired} | {
-                uid for uid in known if self.pod_workers.could_have_running_containers(uid)
-            }
-            await self.kube_runtime.collect_orphans(keep)
-        except Exception as exc:
-            logger.warning("garbage collection failed error=%s", exc)
         self.status_manager.remove_orphaned(desired)
+        await self.volume_manager.cleanup_orphaned_pod_dirs(set(desired) | set(known))
 
     # -- PodSyncer: what a pod worker runs ----------------------------------------------------------
 
     def generate_status(self, pod: Pod, runtime_status: PodStatus, *, terminal: bool = False) -> ApiPodStatus:
         old = self.status_manager.get(pod.uid) or pod.status
+        readiness, started = self.probe_manager.probe_status(pod)
         return generate_api_pod_status(
             pod,
             runtime_status,
@@ -412,6 +561,8 @@ class Kubelet:
             clock=self.clock,
             node_ips=self.config.node_ips,
             reasons=self.kube_runtime.reasons(pod.uid),
+            readiness=readiness,
+            started=started,
             pod_is_terminal=terminal,
         )
 
@@ -420,6 +571,14 @@ class Kubelet:
         self.status_manager.set_pod_status(pod, api_status)
         if api_status.phase in ("Succeeded", "Failed"):
             return True
+        try:  # Go: WaitForAttachAndMount; FailedMount events come from the volume manager
+            await self.volume_manager.mount_pod(pod)
+        except MountError as err:
+            raise SyncError(f"Unable to attach or mount volumes: {err}") from err
+        self.probe_manager.add_pod(pod)
+        if pod.spec is not None and pod.spec.host_network and not status.ips:
+            # Go (#24576): a host-network pod's IPs are the node's (its env and /etc/hosts use them).
+            status = attrs.evolve(status, ips=tuple(ip.ip or "" for ip in api_status.pod_ips or ()))
         result = await self.kube_runtime.sync_pod(pod, status)
         if not result.ok:
             summary = "; ".join(
@@ -429,12 +588,15 @@ class Kubelet:
         return False
 
     async def sync_terminating_pod(self, pod: Pod, status: PodStatus, grace_period: int) -> None:
+        self.probe_manager.stop_liveness_and_startup(pod)
         self.status_manager.set_pod_status(pod, self.generate_status(pod, status))
         logger.info(
             "killing pod pod=%s/%s uid=%s grace_period=%ss", pod.namespace, pod.name, pod.uid, grace_period
         )
         with trio.move_on_after(max(grace_period, 2) + KILL_DEADLINE_MARGIN) as scope:
-            result = await self.kube_runtime.kill_pod(pod, runtime_pod_from_status(status), grace_period)
+            result = await self.kube_runtime.kill_pod(
+                pod, running_pod_from_status(status, self.kube_runtime.runtime_type), grace_period
+            )
         if scope.cancelled_caught:
             raise SyncError(f"killing the pod did not finish within {grace_period}s + margin")
         if not result.ok:
@@ -442,6 +604,7 @@ class Kubelet:
         fresh = await self.kube_runtime.get_pod_status(pod.uid, pod.name, pod.namespace)
         if fresh.running_containers:
             raise SyncError("detected running containers after a successful kill")
+        self.probe_manager.remove_pod(pod)
         final = self.generate_status(pod, fresh, terminal=True)
         self.status_manager.set_pod_status(pod, final)
 
@@ -451,6 +614,10 @@ class Kubelet:
             raise SyncError("; ".join(f"{s.action} {s.target}: {s.error}" for s in result.failed))
 
     async def sync_terminated_pod(self, pod: Pod, status: PodStatus) -> None:
+        try:  # Go: WaitForUnmount
+            await self.volume_manager.unmount_pod(pod.uid)
+        except MountError as err:
+            raise SyncError(f"Unable to tear down volumes: {err}") from err
         final = self.generate_status(pod, status, terminal=True)
         self.status_manager.set_pod_status(pod, final)
         self.status_manager.terminate_pod(pod)

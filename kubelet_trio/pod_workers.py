@@ -260,6 +260,9 @@ class PodWorkers:
     def status(self, uid: str) -> PodSyncStatus | None:
         return self._statuses.get(uid)
 
+    def known_uids(self) -> list[str]:
+        return list(self._statuses)
+
     def is_known(self, uid: str) -> bool:
         return uid in self._statuses
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job: start a pod through the Runtime interface on the simulated runtime, and on a
-# private containerd when this machine can run one.
+# The main job: `kubelet-trio --runonce` over examples/ on the simulated runtime (any machine) and then,
+# when this machine can run one, on a private containerd — each printing the command, progress and report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}

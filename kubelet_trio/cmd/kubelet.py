@@ -1,164 +1,262 @@
-"""``kubelet-trio [flags]``: run a node until SIGTERM/SIGINT (Go: ``cmd/kubelet``).
+"""``kubelet-trio [flags]``: the node daemon, or ``--runonce`` (Go: ``cmd/kubelet``).
 
-Standalone mode: pods come from a manifest directory and/or a manifest URL; the runtime is containerd (or
-any CRI runtime) at ``--container-runtime-endpoint``, or the built-in simulated runtime with
-``--runtime sim``. On SIGTERM or SIGINT the node stops and leaves its pods running, like the Go kubelet;
-a new process over the same runtime and manifests adopts them.
+Settings come from :mod:`kubelet_trio.options` (flags over a ``KubeletConfiguration`` file). Pods come from
+a manifest directory and/or URL; the runtime is any CRI runtime at ``--container-runtime-endpoint``
+(containerd by default) or the built-in simulated runtime with ``--runtime sim``.
+
+- Daemon: runs until SIGTERM/SIGINT, then stops within moments and leaves its pods running, like the Go
+  kubelet (a new process over the same runtime and manifests adopts them). Serves ``/healthz`` and,
+  when enabled, the read-only HTTP server. Exit status 0 after a signal, 1 when the node fails.
+- ``--runonce``: see :mod:`kubelet_trio.runonce`. Progress on stderr, the report on stdout; exit status
+  0 when every pod reached its target, 1 otherwise. No HTTP servers.
+
+Exit status 2: invalid flags, configuration or values, or no pod source.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
+import json
 import logging
+import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 
+import attrs
 import trio
 
-from kubelet_trio.config.file import FILE_CHECK_FREQUENCY, FileSource
-from kubelet_trio.config.http import HTTP_CHECK_FREQUENCY, HttpSource, parse_manifest_url_headers
+from kubelet_trio.api import ManifestError, Pod
+from kubelet_trio.apimode import api_mode_options, api_pod_source, attach_api_mode, open_kubeconfig_client
+from kubelet_trio.client import ApiClient
+from kubelet_trio.config.file import FileSource, scan_manifest_path
+from kubelet_trio.config.http import HttpSource
 from kubelet_trio.config.podconfig import PodConfig
-from kubelet_trio.config.types import FILE_SOURCE, HTTP_SOURCE
-from kubelet_trio.cri.remote import DEFAULT_REQUEST_TIMEOUT, open_cri_runtime
+from kubelet_trio.config.types import API_SOURCE, FILE_SOURCE, HTTP_SOURCE
+from kubelet_trio.cri.instrumented import InstrumentedRuntime
+from kubelet_trio.cri.remote import open_cri_runtime
 from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.kubelet import Kubelet, KubeletConfig, PodSource
+from kubelet_trio.logs import configure_logging
+from kubelet_trio.metrics import KubeletMetrics
+from kubelet_trio.options import KubeletOptions, OptionsError, load_options
+from kubelet_trio.runonce import RunOnceSettings, fetch_manifest_url, run_once
+from kubelet_trio.runonce_report import RunOnceReport
 
-logger = logging.getLogger("kubelet_trio")
+logger = logging.getLogger("kubelet_trio.cmd.kubelet")
 
-DEFAULT_ENDPOINT = "unix:///run/containerd/containerd.sock"
+RUNTIME_CHECK_TIMEOUT = 10.0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kubelet-trio",
-        description="A Kubernetes node agent on Trio. Runs pods from manifests until SIGTERM/SIGINT.",
-        epilog="Other commands: kubelet-trio {demo,sim-cri,check-manifests} --help",
-    )
-    pods = parser.add_argument_group("pod sources")
-    pods.add_argument(
-        "--pod-manifest-path", metavar="PATH", help="directory (or file) of static pod manifests"
-    )
-    pods.add_argument("--manifest-url", metavar="URL", help="URL serving a Pod, PodList or List")
-    pods.add_argument(
-        "--manifest-url-header",
-        metavar="KEY:VALUE",
-        action="append",
-        default=[],
-        help="HTTP header for --manifest-url (repeatable; 'Key:v1,v2')",
-    )
-    pods.add_argument("--file-check-frequency", type=float, default=FILE_CHECK_FREQUENCY, metavar="SECONDS")
-    pods.add_argument("--http-check-frequency", type=float, default=HTTP_CHECK_FREQUENCY, metavar="SECONDS")
+class UsageError(Exception):
+    """Reported on stderr; exit status 2."""
 
-    runtime = parser.add_argument_group("container runtime")
-    runtime.add_argument(
-        "--runtime", choices=["cri", "sim"], default="cri", help="cri (default) or the simulator"
-    )
-    runtime.add_argument("--container-runtime-endpoint", default=DEFAULT_ENDPOINT, metavar="unix:///SOCKET")
-    runtime.add_argument("--image-service-endpoint", default=None, metavar="unix:///SOCKET")
-    runtime.add_argument(
-        "--runtime-request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT, metavar="SECONDS"
+
+def kubelet_config(options: KubeletOptions) -> KubeletConfig:
+    return KubeletConfig(
+        node_name=options.node_name,
+        pod_logs_dir=options.pod_logs_dir,
+        root_dir=options.root_dir,
+        node_ips=(options.node_ip,) if options.node_ip else (),
+        sync_frequency=options.sync_frequency,
+        healthz_port=options.healthz_port,
+        healthz_bind_address=options.healthz_bind_address,
+        read_only_port=options.read_only_port,
+        address=options.address,
     )
 
-    node = parser.add_argument_group("node")
-    node.add_argument("--hostname-override", metavar="NAME", help="node name (default: the hostname)")
-    node.add_argument("--node-ip", metavar="IP", help="the node's IP address")
-    node.add_argument("--root-dir", default="/var/lib/kubelet", metavar="DIR")
-    node.add_argument("--pod-logs-dir", default="/var/log/pods", metavar="DIR", help="container logs root")
-    node.add_argument("--sync-frequency", type=float, default=60.0, metavar="SECONDS")
 
-    logs = parser.add_argument_group("logging")
-    logs.add_argument("--v", type=int, default=0, metavar="LEVEL", help="verbosity (0-10)")
-    return parser
-
-
-def node_name(args: argparse.Namespace) -> str:
-    return (args.hostname_override or socket.gethostname()).lower()
-
-
-def build_sources(args: argparse.Namespace, name: str) -> tuple[PodConfig, list[PodSource]]:
-    names = ([FILE_SOURCE] if args.pod_manifest_path else []) + ([HTTP_SOURCE] if args.manifest_url else [])
+def build_sources(options: KubeletOptions) -> tuple[PodConfig, list[PodSource]]:
+    """The daemon's pod sources: the manifest path and/or URL, followed until stopped."""
+    names = [FILE_SOURCE] * bool(options.pod_manifest_path) + [HTTP_SOURCE] * bool(options.manifest_url)
+    names += [API_SOURCE] * bool(options.kubeconfig)  # API server mode (issue 7): source added in serve()
     pod_config = PodConfig(sources=tuple(names))
     sources: list[PodSource] = []
-    if args.pod_manifest_path:
+    if options.pod_manifest_path:
         sources.append(
             FileSource(
-                args.pod_manifest_path,
-                name,
+                options.pod_manifest_path,
+                options.node_name,
                 pod_config.source_channel(FILE_SOURCE),
-                check_period=args.file_check_frequency,
+                check_period=options.file_check_frequency,
             )
         )
-    if args.manifest_url:
+    if options.manifest_url:
         sources.append(
             HttpSource(
-                args.manifest_url,
-                name,
+                options.manifest_url,
+                options.node_name,
                 pod_config.source_channel(HTTP_SOURCE),
-                headers=parse_manifest_url_headers(args.manifest_url_header),
-                check_period=args.http_check_frequency,
+                headers=options.manifest_url_header,
+                check_period=options.http_check_frequency,
             )
         )
     return pod_config, sources
 
 
 @contextlib.asynccontextmanager
-async def open_runtime(args: argparse.Namespace) -> AsyncIterator[Runtime]:
-    if args.runtime == "sim":
+async def open_runtime(options: KubeletOptions) -> AsyncIterator[Runtime]:
+    if options.runtime == "sim":
         from kubelet_trio.sim.runtime import SimRuntime
 
         yield SimRuntime()
         return
     async with open_cri_runtime(
-        args.container_runtime_endpoint,
-        args.image_service_endpoint,
-        request_timeout=args.runtime_request_timeout,
+        options.container_runtime_endpoint,
+        options.image_service_endpoint or None,
+        request_timeout=options.runtime_request_timeout,
     ) as runtime:
         yield runtime
 
 
-def configure_logging(verbosity: int) -> None:
-    level = logging.DEBUG if verbosity >= 4 else logging.INFO
-    logging.basicConfig(
-        level=level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname).1s %(name)s] %(message)s",
-    )
+async def check_runtime(runtime: Runtime, options: KubeletOptions) -> None:
+    """Fail fast (run-once) when the runtime does not answer."""
+    try:
+        with trio.fail_after(RUNTIME_CHECK_TIMEOUT):
+            version = await runtime.version()
+    except Exception as err:
+        where = "simulated runtime" if options.runtime == "sim" else options.container_runtime_endpoint
+        reason = str(err) or type(err).__name__
+        raise RuntimeError(f"cannot reach the container runtime at {where}: {reason}") from err
+    logger.info("container runtime name=%s version=%s", version.runtime_name, version.runtime_version)
 
 
-async def serve(args: argparse.Namespace) -> int:
-    name = node_name(args)
-    pod_config, sources = build_sources(args, name)
-    config = KubeletConfig(
-        node_name=name,
-        pod_logs_dir=args.pod_logs_dir,
-        root_dir=args.root_dir,
-        node_ips=(args.node_ip,) if args.node_ip else (),
-        sync_frequency=args.sync_frequency,
-    )
+# -- daemon ---------------------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def open_api(options: KubeletOptions) -> AsyncIterator[ApiClient | None]:
+    """API server mode (issue 7): the API client when ``--kubeconfig`` is given, else None."""
+    if not options.kubeconfig:
+        yield None
+        return
+    async with open_kubeconfig_client(options.kubeconfig) as client:
+        yield client
+
+
+async def serve(options: KubeletOptions) -> int:
+    pod_config, sources = build_sources(options)
+    metrics = KubeletMetrics()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with open_runtime(args) as runtime, trio.open_nursery() as nursery:
-            kubelet = Kubelet(config, runtime, pod_config, sources)
+        async with (
+            open_runtime(options) as runtime,
+            open_api(options) as client,
+            trio.open_nursery() as nursery,
+        ):
+            # -- API server mode (issue 7) --
+            api_source = api_pod_source(client, pod_config, options.node_name) if client is not None else None
+            kubelet = Kubelet(
+                kubelet_config(options),
+                InstrumentedRuntime(runtime, metrics.observe_runtime_operation),
+                pod_config,
+                [*sources, api_source] if api_source is not None else sources,
+                metrics=metrics,
+            )
+            if client is not None and api_source is not None:
+                attach_api_mode(kubelet, client, api_source, api_mode_options(options))
+            # -- end API server mode --
             await nursery.start(kubelet.run)
             async for signum in signals:
-                logger.info("received %s, stopping (pods are left running)", signal.Signals(signum).name)
+                logger.info("stopping, pods are left running signal=%s", signal.Signals(signum).name)
                 nursery.cancel_scope.cancel()
                 break
     return 0
 
 
-def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
-    if not args.pod_manifest_path and not args.manifest_url:
-        print("kubelet-trio: no pod source: give --pod-manifest-path and/or --manifest-url", file=sys.stderr)
-        return 2
-    if args.pod_manifest_path and not Path(args.pod_manifest_path).exists():
-        print(
-            f"kubelet-trio: warning: --pod-manifest-path {args.pod_manifest_path} does not exist (yet)",
-            file=sys.stderr,
+# -- run-once -------------------------------------------------------------------------------------------
+
+
+async def read_static_sources(
+    options: KubeletOptions,
+) -> tuple[dict[str, tuple[Pod, ...]], tuple[ManifestError, ...]]:
+    """Read the manifest path and the URL once."""
+    pods: dict[str, tuple[Pod, ...]] = {}
+    errors: list[ManifestError] = []
+    if options.pod_manifest_path:
+        scan = await trio.to_thread.run_sync(scan_manifest_path, options.pod_manifest_path, options.node_name)
+        pods[FILE_SOURCE] = scan.pods
+        errors += scan.errors
+    if options.manifest_url:
+        url_pods, url_errors = await fetch_manifest_url(
+            options.manifest_url, options.node_name, options.manifest_url_header
         )
-    configure_logging(args.v)
-    return trio.run(serve, args)
+        pods[HTTP_SOURCE] = url_pods
+        errors += url_errors
+    return pods, tuple(errors)
+
+
+async def run_once_main(options: KubeletOptions) -> int:
+    pods, errors = await read_static_sources(options)
+    for error in errors:
+        logger.error("invalid pod manifest %s", error)
+    settings = RunOnceSettings(
+        wait=options.runonce_wait,
+        timeout=options.runonce_timeout,
+        cleanup=options.runonce_cleanup,
+        max_pods=options.max_pods,
+    )
+    # No HTTP servers in run-once: it is over in moments and must not collide with a running daemon.
+    config = attrs.evolve(kubelet_config(options), healthz_port=0, read_only_port=0)
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    def show(report: RunOnceReport) -> None:
+        if options.output == "json":
+            print(json.dumps(report.to_json(), indent=2), flush=True)
+        else:
+            print(report.format_table(), end="", flush=True)
+
+    async with open_runtime(options) as runtime:
+        await check_runtime(runtime, options)
+        report = await run_once(
+            runtime, config, pods, settings, errors=errors, progress=progress, on_report=show
+        )
+    return 0 if report.ok else 1
+
+
+# -- entry point ----------------------------------------------------------------------------------------
+
+
+def _validate(options: KubeletOptions) -> None:
+    if options.kubeconfig and options.runonce:
+        raise UsageError("--runonce runs manifests only; it does not use --kubeconfig")
+    if not options.pod_manifest_path and not options.manifest_url and not options.kubeconfig:
+        raise UsageError(
+            "no pod source: give --kubeconfig, --pod-manifest-path and/or --manifest-url (or staticPodPath)"
+        )
+    if options.runonce and options.pod_manifest_path and not os.path.exists(options.pod_manifest_path):
+        raise UsageError(f"--pod-manifest-path {options.pod_manifest_path} does not exist")
+
+
+def main(argv: list[str]) -> int:
+    try:
+        options, warnings = load_options(argv)
+        _validate(options)
+    except (OptionsError, UsageError) as err:
+        print(f"kubelet-trio: {err}", file=sys.stderr)
+        return 2
+    quiet = options.runonce and "verbosity" not in options.explicit
+    configure_logging(options.verbosity, options.log_format, level=logging.WARNING if quiet else None)
+    for warning in warnings:
+        logger.warning(warning)
+    if options.pod_manifest_path and not os.path.exists(options.pod_manifest_path):
+        logger.warning("pod manifest path does not exist (yet) path=%s", options.pod_manifest_path)
+    try:
+        return trio.run(run_once_main if options.runonce else serve, options)
+    except KeyboardInterrupt:
+        print("kubelet-trio: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # the node failed: say why in one line per cause
+        for leaf in _leaves(err):
+            if isinstance(leaf, RuntimeError | OSError):
+                print(f"kubelet-trio: {leaf}", file=sys.stderr)
+            else:
+                logger.error("kubelet failed", exc_info=leaf)
+        return 1
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]

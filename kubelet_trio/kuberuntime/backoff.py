@@ -17,7 +17,7 @@ from collections.abc import Callable
 import attrs
 import trio
 
-__all__ = ["CONTAINER_BACKOFF_INITIAL", "CONTAINER_BACKOFF_MAX", "Backoff", "format_duration"]
+__all__ = ["CONTAINER_BACKOFF_INITIAL", "CONTAINER_BACKOFF_MAX", "Backoff"]
 
 CONTAINER_BACKOFF_INITIAL = 10.0
 CONTAINER_BACKOFF_MAX = 300.0
@@ -90,24 +90,3 @@ class Backoff:
 
     def __len__(self) -> int:
         return len(self._entries)
-
-
-def format_duration(seconds: float) -> str:
-    """Go's ``time.Duration.String`` at millisecond precision: ``0s``, ``500ms``, ``10s``, ``2m40s``,
-    ``5m0s``, ``1h0m0s``, ``1.5s``."""
-    total_ms = round(seconds * 1000)
-    if total_ms == 0:
-        return "0s"
-    sign = "-" if total_ms < 0 else ""
-    total_ms = abs(total_ms)
-    if total_ms < 1000:
-        return f"{sign}{total_ms}ms"
-    hours, rest = divmod(total_ms, 3_600_000)
-    minutes, rest = divmod(rest, 60_000)
-    secs, ms = divmod(rest, 1000)
-    sec_text = f"{secs}.{ms:03d}".rstrip("0").rstrip(".") if ms else str(secs)
-    if hours:
-        return f"{sign}{hours}h{minutes}m{sec_text}s"
-    if minutes:
-        return f"{sign}{minutes}m{sec_text}s"
-    return f"{sign}{sec_text}s"

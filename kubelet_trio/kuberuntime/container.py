@@ -1,11 +1,12 @@
 """Container config generation, and starting and killing one container (Go: ``kuberuntime_container.go``).
 
-Seams for later issues:
+Seams:
 
 - :class:`RunContainerOptions` / ``RunOptionsProvider`` — what the kubelet adds to a container (env
-  from ``valueFrom``/``envFrom``, volume mounts, ``$(VAR)`` expansion of command and args). The default
-  provider, :func:`plain_run_options`, passes ``env[].value`` through and nothing else; a provider error
-  becomes ``CreateContainerConfigError``.
+  from ``valueFrom``/``envFrom``, volume mounts, ``$(VAR)`` expansion of command and args, resources);
+  the kubelet's is :class:`kubelet_trio.kuberuntime.mounts.RunOptionsGenerator`. The default provider,
+  :func:`plain_run_options`, passes ``env[].value`` through and nothing else; a provider error (and a
+  ``runAsNonRoot`` violation) becomes ``CreateContainerConfigError``.
 - :class:`HookRunner` — postStart / preStop handlers (exec, httpGet, sleep). Without one, hooks are not
   run. preStop runs bounded by the grace period and its duration is subtracted from it; a postStart
   failure kills the container (``FailedPostStartHook``) and fails the start with ``PostStartHookError``.
@@ -45,7 +46,12 @@ from kubelet_trio.kuberuntime.logs import (
     remove_container_log,
     restart_count_from_log_dir,
 )
-from kubelet_trio.kuberuntime.sandbox import namespaces_for_pod
+from kubelet_trio.kuberuntime.resources import linux_container_resources
+from kubelet_trio.kuberuntime.security import (
+    ImageUser,
+    linux_container_security_context,
+    verify_run_as_non_root,
+)
 
 if TYPE_CHECKING:
     from kubelet_trio.api import LifecycleHandler
@@ -96,6 +102,7 @@ class RunContainerOptions:
     mounts: tuple[pb.Mount, ...] = ()
     command: tuple[str, ...] | None = None  # None: the spec's (after $(VAR) expansion, when done)
     args: tuple[str, ...] | None = None
+    linux_resources: pb.LinuxContainerResources | None = None  # None: from the spec, no node capacity
 
 
 RunOptionsProvider = Callable[[Pod, Container, str], Awaitable[RunContainerOptions]]
@@ -127,24 +134,15 @@ class StartContainerError(Exception):
         self.backoff_until = backoff_until
 
 
-def _linux_container_config(pod: Pod, container: Container) -> pb.LinuxContainerConfig:
-    security = pb.LinuxContainerSecurityContext(namespace_options=namespaces_for_pod(pod))
-    sc = container.security_context
-    if sc is not None:
-        security.privileged = bool(sc.privileged)
-        security.readonly_rootfs = bool(sc.read_only_root_filesystem)
-        if sc.run_as_user is not None:
-            security.run_as_user = pb.Int64Value(value=sc.run_as_user)
-        if sc.run_as_group is not None:
-            security.run_as_group = pb.Int64Value(value=sc.run_as_group)
-        if sc.allow_privilege_escalation is False:
-            security.no_new_privs = True
-        if sc.capabilities is not None:
-            security.capabilities = pb.Capability(
-                add_capabilities=list(sc.capabilities.add or ()),
-                drop_capabilities=list(sc.capabilities.drop or ()),
-            )
-    return pb.LinuxContainerConfig(resources=pb.LinuxContainerResources(), security_context=security)
+def _linux_container_config(
+    pod: Pod, container: Container, options: RunContainerOptions, user: ImageUser | None
+) -> pb.LinuxContainerConfig:
+    resources = options.linux_resources
+    if resources is None:
+        resources = linux_container_resources(pod, container)
+    return pb.LinuxContainerConfig(
+        resources=resources, security_context=linux_container_security_context(pod, container, user)
+    )
 
 
 def generate_container_config(
@@ -155,12 +153,14 @@ def generate_container_config(
     image_ref: str,
     node_name: str = "",
     options: RunContainerOptions | None = None,
+    image_user: ImageUser | None = None,
 ) -> pb.ContainerConfig:
     """The CRI ``ContainerConfig`` of instance ``restart_count`` of ``container``.
 
     ``image_ref`` is what ``ensure_image_exists`` returned (the runtime's image id);
     ``user_specified_image`` keeps the spec's spelling. Command and args pass through unexpanded unless
-    ``options`` says otherwise.
+    ``options`` says otherwise. ``image_user`` is who the image runs as (used when the security context
+    sets no ``runAsUser``).
     """
     opts = options if options is not None else RunContainerOptions(envs=_plain_envs(container))
     command = opts.command if opts.command is not None else tuple(container.command or ())
@@ -179,7 +179,7 @@ def generate_container_config(
         stdin=bool(container.stdin),
         stdin_once=bool(container.stdin_once),
         tty=bool(container.tty),
-        linux=_linux_container_config(pod, container),
+        linux=_linux_container_config(pod, container, opts, image_user),
     )
 
 
@@ -263,13 +263,21 @@ class ContainerLifecycle:
                 restart_count = 0
 
         try:
+            image_user = await self._image_user(image_ref)
+            verify_run_as_non_root(pod, container, image_user)
             options = await self.run_options(pod, container, pod_ip)
             await self.run_sync(make_dirs, log_dir)
         except Exception as err:
             self.event(pod, "Warning", "Failed", f"Error: {err}")
             raise StartContainerError(ERR_CREATE_CONTAINER_CONFIG, str(err)) from err
         config = generate_container_config(
-            pod, container, restart_count, image_ref=image_ref, node_name=self.node_name, options=options
+            pod,
+            container,
+            restart_count,
+            image_ref=image_ref,
+            node_name=self.node_name,
+            options=options,
+            image_user=image_user,
         )
 
         try:
@@ -290,6 +298,10 @@ class ContainerLifecycle:
 
         await self._post_start(pod, container, container_id)
         return container_id
+
+    async def _image_user(self, image_ref: str) -> ImageUser:
+        """``getImageUser``: who the image runs as (root when it names no user)."""
+        return ImageUser.from_image(await self.runtime.image_status(pb.ImageSpec(image=image_ref)))
 
     async def _post_start(self, pod: Pod, container: Container, container_id: str) -> None:
         handler = container.lifecycle.post_start if container.lifecycle else None

@@ -27,9 +27,10 @@ import attrs
 import trio
 
 from kubelet_trio.api import default_image_pull_policy
+from kubelet_trio.clock import go_duration
 from kubelet_trio.cri import errors as cri_errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
-from kubelet_trio.kuberuntime.backoff import Backoff, format_duration
+from kubelet_trio.kuberuntime.backoff import Backoff
 
 if TYPE_CHECKING:
     from kubelet_trio.api import Container, Pod
@@ -229,8 +230,8 @@ class ImageManager:
             pod,
             "Normal",
             "Pulled",
-            f'Successfully pulled image "{user_image}" in {format_duration(done_at - started_at)} '
-            f"({format_duration(done_at - queued_at)} including waiting)",
+            f'Successfully pulled image "{user_image}" in {go_duration(done_at - started_at)} '
+            f"({go_duration(done_at - queued_at)} including waiting)",
         )
         logger.info("pulled image %s ref=%s", ctx, ref)
         self.backoff.gc()

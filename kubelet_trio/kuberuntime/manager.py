@@ -18,12 +18,13 @@ slow pull) and the kill path's deadline bounds a kill.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
+from kubelet_trio.clock import go_duration
 from kubelet_trio.container.runtime import PodSyncResult, SyncStep
 from kubelet_trio.container.types import (
     ContainerState,
@@ -47,7 +48,6 @@ from kubelet_trio.kuberuntime.backoff import (
     CONTAINER_BACKOFF_INITIAL,
     CONTAINER_BACKOFF_MAX,
     Backoff,
-    format_duration,
 )
 from kubelet_trio.kuberuntime.container import (
     ContainerLifecycle,
@@ -74,6 +74,7 @@ from kubelet_trio.kuberuntime.labels import (
 )
 from kubelet_trio.kuberuntime.logs import make_dirs
 from kubelet_trio.kuberuntime.sandbox import generate_pod_sandbox_config, is_host_network_pod
+from kubelet_trio.kuberuntime.termination import termination_message
 
 if TYPE_CHECKING:
     from kubelet_trio.api import Container, Pod
@@ -91,6 +92,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+DnsConfigProvider = Callable[["Pod"], Awaitable[pb.DnsConfig]]
+"""The sandbox's DNS settings (:meth:`kubelet_trio.network.dns.DnsConfigurer.pod_dns_config`)."""
 
 # SyncAction
 ACTION_START_CONTAINER = "StartContainer"
@@ -195,6 +199,8 @@ class KubeRuntimeManager:
         run_options: what the kubelet adds to containers (env, mounts); the default passes plain envs.
         serialize_image_pulls: one pull at a time, like the Go kubelet's default.
         node_hostname: hostname of host-network sandboxes (default ``node_name``).
+        dns_config: the sandbox's DNS settings (servers, searches, options) per pod; None leaves them to
+            the runtime's defaults.
     """
 
     _runtime: Runtime = attrs.field(alias="runtime")
@@ -209,6 +215,7 @@ class KubeRuntimeManager:
     serialize_image_pulls: bool = attrs.field(default=True, kw_only=True)
     node_hostname: str | None = attrs.field(default=None, kw_only=True)
     run_sync: RunSync = attrs.field(default=run_in_thread, kw_only=True)
+    dns_config: DnsConfigProvider | None = attrs.field(default=None, kw_only=True)
 
     crash_backoff: Backoff = attrs.field(
         init=False, factory=lambda: Backoff(CONTAINER_BACKOFF_INITIAL, CONTAINER_BACKOFF_MAX)
@@ -356,7 +363,17 @@ class KubeRuntimeManager:
                 continue
             if response.status is None:
                 raise cri_errors.CriCallError("ContainerStatus", f"container {container.id}: status is nil")
-            container_statuses.append(self._to_container_status(response.status))
+            converted = self._to_container_status(response.status)
+            if converted.state is ContainerState.EXITED:
+                annotations = parse_container_annotations(response.status.annotations)
+                message = await self.run_sync(
+                    termination_message,
+                    response.status,
+                    annotations.termination_message_path,
+                    annotations.termination_message_policy,
+                )
+                converted = attrs.evolve(converted, message=message)
+            container_statuses.append(converted)
         # Newest first; instances created in the same instant (possible under a MockClock) are ordered
         # by their restart count.
         container_statuses.sort(key=lambda c: (c.created_at, c.restart_count), reverse=True)
@@ -500,6 +517,8 @@ class KubeRuntimeManager:
             pod_logs_dir=self.pod_logs_dir,
             node_hostname=self.node_hostname,
         )
+        if self.dns_config is not None:
+            config.dns_config = await self.dns_config(pod)
         await self.run_sync(make_dirs, config.log_directory)
         sandbox_id = await self._runtime.run_pod_sandbox(config)
         logger.info("created sandbox %s sandbox=%s attempt=%d", _ctx(pod), sandbox_id, attempt)
@@ -530,7 +549,7 @@ class KubeRuntimeManager:
                 f"Back-off restarting failed container {name} in pod {format_pod(pod)}",
             )
             message = (
-                f"back-off {format_duration(delay)} restarting failed container={name} "
+                f"back-off {go_duration(delay)} restarting failed container={name} "
                 f"pod={pod.namespace}/{pod.name}"
             )
             logger.debug("back-off restarting container %s container=%s delay=%s", _ctx(pod), name, delay)

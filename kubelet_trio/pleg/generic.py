@@ -24,6 +24,7 @@ from typing import Protocol
 import attrs
 import trio
 
+from kubelet_trio.clock import go_duration
 from kubelet_trio.container.cache import PodCache
 from kubelet_trio.container.types import ContainerState, PodStatus, RuntimeContainer, RuntimePod
 from kubelet_trio.pleg.events import PodLifecycleEvent, PodLifecycleEventType
@@ -35,7 +36,6 @@ __all__ = [
     "GenericPLEG",
     "PodLister",
     "compute_events",
-    "go_duration",
 ]
 
 logger = logging.getLogger(__name__)
@@ -116,35 +116,6 @@ def compute_events(uid: str, old: RuntimePod | None, new: RuntimePod | None) -> 
     return events
 
 
-def go_duration(seconds: float) -> str:
-    """Go's ``time.Duration.String`` (``3m0s``, ``3m0.5s``, ``1h0m0s``, ``250ms``) for messages."""
-    ns = round(seconds * 1e9)
-    if ns == 0:
-        return "0s"
-    sign = "-" if ns < 0 else ""
-    ns = abs(ns)
-
-    def fixed(value: int, scale: int) -> str:
-        whole, frac = divmod(value, scale)
-        digits = len(str(scale)) - 1
-        return f"{whole}.{frac:0{digits}d}".rstrip("0") if frac else str(whole)
-
-    if ns < 1_000:
-        return f"{sign}{ns}ns"
-    if ns < 1_000_000:
-        return f"{sign}{fixed(ns, 1_000)}µs"
-    if ns < 1_000_000_000:
-        return f"{sign}{fixed(ns, 1_000_000)}ms"
-    hours, rest = divmod(ns, 3600 * 10**9)
-    minutes, rest = divmod(rest, 60 * 10**9)
-    secs = fixed(rest, 10**9)
-    if hours:
-        return f"{sign}{hours}h{minutes}m{secs}s"
-    if minutes:
-        return f"{sign}{minutes}m{secs}s"
-    return f"{sign}{secs}s"
-
-
 @attrs.define
 class _PodRecord:
     old: RuntimePod | None = None
@@ -205,6 +176,10 @@ class GenericPLEG:
         while True:
             await trio.sleep(self.relist_period)
             await self.relist()
+
+    def pods(self) -> list[RuntimePod]:
+        """The runtime's pods as of the last relist: housekeeping reads these instead of listing again."""
+        return [record.old for record in self._records.values() if record.old is not None]
 
     def healthy(self) -> tuple[bool, str]:
         """``(ok, message)``: unhealthy before the first successful relist, or when the last successful

@@ -61,7 +61,7 @@ from kubelet_trio.sim.records import (
     SandboxRecord,
     exit_reason,
 )
-from kubelet_trio.sim.script import RUN, Behaviour, ScriptError, parse_script
+from kubelet_trio.sim.script import RUN, Behaviour, ExecResult, ScriptError, parse_script
 
 logger = logging.getLogger(__name__)
 
@@ -164,6 +164,7 @@ class SimRuntime:
     _container_names: dict[str, str] = attrs.field(init=False, factory=dict)
     _sandbox_index: LabelIndex = attrs.field(init=False, factory=LabelIndex)
     _container_index: LabelIndex = attrs.field(init=False, factory=LabelIndex)
+    _exec_overrides: dict[tuple[str, tuple[str, ...]], ExecResult] = attrs.field(init=False, factory=dict)
 
     def __attrs_post_init__(self) -> None:
         if self.clock is None:
@@ -199,6 +200,17 @@ class SimRuntime:
         sandbox.ready = False
         self._kill_containers(sandbox.id)
         logger.info("sim: sandbox process killed sandbox=%s", sandbox.id)
+
+    def set_exec_result(
+        self, container_id: str, argv: Iterable[str], exit_code: int, stdout: bytes = b"", stderr: bytes = b""
+    ) -> None:
+        """Script ExecSync of ``argv`` in one running container from now on (probes that flip)."""
+        container = _get(self._containers, container_id, "set_exec_result", f"container {container_id!r}")
+        self._exec_overrides[(container.id, tuple(argv))] = ExecResult(exit_code, stdout, stderr)
+
+    def container_config(self, container_id: str) -> pb.ContainerConfig:
+        """The config a container was created with (envs, mounts, resources...), for assertions."""
+        return _get(self._containers, container_id, "container_config", f"container {container_id!r}").config
 
     def crash_container(self, container_id: str, exit_code: int) -> None:
         """Make a running container exit now with ``exit_code`` (reason Completed for 0, else Error)."""
@@ -511,7 +523,7 @@ class SimRuntime:
         state = container.state(self._now())
         if state is not pb.ContainerState.CONTAINER_RUNNING:
             raise errors.CriCallError(op, f"failed to exec in container: container is in {state.name} state")
-        result = container.behaviour.exec_result(cmd)
+        result = self._exec_overrides.get((container.id, tuple(cmd))) or container.behaviour.exec_result(cmd)
         if timeout_seconds > 0 and result.delay_ns > timeout_seconds * 10**9:
             await trio.sleep(timeout_seconds)
             raise errors.DeadlineExceededError(

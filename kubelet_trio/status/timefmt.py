@@ -11,6 +11,8 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Protocol
 
+from kubelet_trio.clock import rfc3339
+
 __all__ = [
     "SupportsNow",
     "Timestamp",
@@ -41,12 +43,6 @@ def resolve_now(now: Timestamp | Callable[[], Timestamp] | None, clock: Supports
     if clock is not None:
         return clock.now()
     raise TypeError("either now or clock is required")
-
-
-def rfc3339(ns: int) -> str:
-    """CRI nanoseconds since the epoch -> ``2024-05-01T12:00:00Z`` (truncated to the second)."""
-    seconds = ns // 1_000_000_000
-    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime(_FORMAT)
 
 
 def parse_rfc3339(text: str) -> dt.datetime:

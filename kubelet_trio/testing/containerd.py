@@ -2,7 +2,7 @@
 
 The configuration applies the facts in shared/RUNTIME-NOTES.md: ``restrict_oom_score_adj`` (this
 machine lacks CAP_SYS_RESOURCE), CNI binaries in /usr/lib/cni, a local pause image, and plain-HTTP
-access to the loopback registry through a ``hosts.toml``.
+access to the loopback registry through a ``hosts.toml`` (which also serves as the ``docker.io`` mirror).
 """
 
 from __future__ import annotations
@@ -77,6 +77,9 @@ class PrivateContainerd:
     workdir: Path
     sandbox_image: str
     registries: list[str] = attrs.Factory(list)
+    #: Resolve ``docker.io`` references (``busybox:1.36``) from the first of ``registries``, so manifests
+    #: written for a real cluster run offline (the harness pushes ``library/busybox:1.36`` there).
+    docker_io_mirror: bool = True
     _proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -99,6 +102,15 @@ class PrivateContainerd:
                 f'server = "http://{registry}"\n\n'
                 f'[host."http://{registry}"]\n'
                 '  capabilities = ["pull", "resolve", "push"]\n'
+                "  skip_verify = true\n"
+            )
+        if self.docker_io_mirror and self.registries:
+            mirror, mirror_dir = self.registries[0], certs_dir / "docker.io"
+            mirror_dir.mkdir(parents=True, exist_ok=True)
+            (mirror_dir / "hosts.toml").write_text(
+                f'server = "http://{mirror}"\n\n'
+                f'[host."http://{mirror}"]\n'
+                '  capabilities = ["pull", "resolve"]\n'
                 "  skip_verify = true\n"
             )
         default = subprocess.run(

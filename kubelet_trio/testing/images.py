@@ -153,6 +153,8 @@ class TestImages:
 
     busybox: str
     pause: str
+    #: The same busybox, as manifests name it; resolved through the registry as the docker.io mirror.
+    docker_busybox: str = "docker.io/library/busybox:1.36"
 
 
 def push_test_images(registry: str) -> TestImages:
@@ -163,6 +165,7 @@ def push_test_images(registry: str) -> TestImages:
     busybox = build_image(layer, cmd=["sh"])
     pause = build_image(layer, entrypoint=["/bin/sleep", "2147483647"])
     push_image(registry, "kubelet-trio/busybox", "1.36", busybox)
+    push_image(registry, "library/busybox", "1.36", busybox)  # docker.io/library/busybox:1.36 (mirror)
     push_image(registry, "kubelet-trio/pause", "3.9", pause)
     return TestImages(
         busybox=f"{registry}/kubelet-trio/busybox:1.36", pause=f"{registry}/kubelet-trio/pause:3.9"

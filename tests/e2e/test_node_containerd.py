@@ -194,6 +194,7 @@ def start_daemon(cri_env: LocalCriEnvironment, manifests: Path, workdir: Path) -
                 "--root-dir", str(workdir / "root"),
                 "--pod-logs-dir", str(workdir / "logs"),
                 "--hostname-override", "adopt-node",
+                "--healthz-port", "0",
             ],
             stdout=log,
             stderr=log,

@@ -7,6 +7,7 @@ import trio
 from trio.testing import MockClock
 
 from kubelet_trio.api import Container
+from kubelet_trio.clock import go_duration as format_duration
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.kuberuntime import (
     Backoff,
@@ -14,7 +15,6 @@ from kubelet_trio.kuberuntime import (
     generate_pod_sandbox_config,
     hash_container,
 )
-from kubelet_trio.kuberuntime.backoff import format_duration
 from kubelet_trio.kuberuntime.container import termination_grace_period
 from kubelet_trio.kuberuntime.hash import go_json_string
 from kubelet_trio.kuberuntime.images import (

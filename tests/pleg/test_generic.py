@@ -9,6 +9,7 @@ import pytest
 import trio
 import trio.testing
 
+from kubelet_trio.clock import go_duration
 from kubelet_trio.container.cache import PodCache
 from kubelet_trio.container.types import (
     ContainerState,
@@ -19,7 +20,6 @@ from kubelet_trio.container.types import (
     SandboxStatus,
 )
 from kubelet_trio.pleg import GenericPLEG, PodLifecycleEvent, PodLifecycleEventType, compute_events
-from kubelet_trio.pleg.generic import go_duration
 
 S = ContainerState
 T = PodLifecycleEventType

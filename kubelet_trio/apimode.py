@@ -1,0 +1,210 @@
+"""API mode: the pieces that connect a node to a Kubernetes API server, composed in one place.
+
+Two steps, because the pod source must exist before the :class:`~kubelet_trio.kubelet.Kubelet` (it
+feeds the PodConfig) and the other components need the Kubelet::
+
+    async with open_api_client(load_kubeconfig(path)) as client:
+        pod_config = PodConfig(sources=("api", "file"))
+        source = api_pod_source(client, pod_config, node_name)
+        kubelet = Kubelet(config, runtime, pod_config, [source, file_source])
+        attach_api_mode(kubelet, client, source, ApiModeOptions(node_labels={...}))
+        await nursery.start(kubelet.run)
+
+``attach_api_mode`` adds to the Kubelet's tree (``Kubelet.components``): the event recorder (and makes it
+the Kubelet's event sink), node registration and status, the node Lease, the pod status publisher and
+the mirror-pod manager; and it turns on admission against the Node's allocatable
+(:mod:`kubelet_trio.admission`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import attrs
+
+from kubelet_trio import __version__
+from kubelet_trio.admission import NodeView, PredicateAdmitHandler
+from kubelet_trio.api import Pod
+from kubelet_trio.client import (
+    DEFAULT_BURST,
+    DEFAULT_QPS,
+    ApiClient,
+    KubeConfigError,
+    load_kubeconfig,
+    open_api_client,
+)
+from kubelet_trio.config.apiserver import ApiserverSource
+from kubelet_trio.config.podconfig import PodConfig
+from kubelet_trio.config.types import API_SOURCE
+from kubelet_trio.events import EventRecorder
+from kubelet_trio.kubelet import Kubelet
+from kubelet_trio.nodelease import NodeLeaseController
+from kubelet_trio.nodestatus import DEFAULT_EVICTION_HARD, MachineInfo, NodeStatusConfig, NodeStatusManager
+from kubelet_trio.pod.mirror import MirrorPodManager
+from kubelet_trio.pod_workers import is_static
+from kubelet_trio.status.sync import StatusPublisher
+
+__all__ = [
+    "KUBELET_VERSION",
+    "ApiMode",
+    "ApiModeOptions",
+    "api_mode_options",
+    "api_pod_source",
+    "attach_api_mode",
+    "open_kubeconfig_client",
+]
+
+#: The Kubernetes version whose kubelet behaviour this follows, tagged with ours (``kubeletVersion``).
+KUBELET_VERSION = f"v1.33.0+kubelet-trio.{__version__}"
+
+
+@attrs.frozen
+class ApiModeOptions:
+    """Node registration and reporting settings (the KubeletConfiguration fields of the same names)."""
+
+    register_node: bool = True
+    register_schedulable: bool = True
+    node_labels: Mapping[str, str] = attrs.Factory(dict)
+    register_with_taints: tuple[Mapping[str, Any], ...] = ()
+    hostname: str | None = None
+    max_pods: int = 110
+    kubelet_port: int = 10250
+    kube_reserved: Mapping[str, str] = attrs.Factory(dict)
+    system_reserved: Mapping[str, str] = attrs.Factory(dict)
+    eviction_hard: Mapping[str, str] = DEFAULT_EVICTION_HARD
+    node_status_update_frequency: float = 10.0
+    node_status_report_frequency: float = 300.0
+    node_lease_duration_seconds: int = 40
+    status_sync_period: float = 10.0
+    mirror_pod_period: float = 2.0
+    machine: MachineInfo | None = None  # tests pin the machine; None reads /proc and friends
+
+
+@attrs.define(eq=False)
+class ApiMode:
+    client: ApiClient
+    source: ApiserverSource
+    recorder: EventRecorder
+    node_status: NodeStatusManager
+    lease: NodeLeaseController
+    publisher: StatusPublisher
+    mirrors: MirrorPodManager
+
+
+def api_pod_source(
+    client: ApiClient, pod_config: PodConfig, node_name: str, *, rng: random.Random | None = None
+) -> ApiserverSource:
+    """The ``api`` pod source (``pod_config`` must list ``"api"`` among its sources)."""
+    return ApiserverSource(
+        client, node_name, pod_config.source_channel(API_SOURCE), rng=rng or random.Random()
+    )
+
+
+@attrs.define(eq=False)
+class _KubeletPods:
+    """The mirror-pod manager's view of the kubelet."""
+
+    kubelet: Kubelet
+
+    @property
+    def sources_ready(self) -> bool:
+        return self.kubelet.sources_ready
+
+    def static_pods(self) -> list[Pod]:
+        return [p for p in self.kubelet.pod_manager.pods() if is_static(p)]
+
+    def is_termination_requested(self, uid: str) -> bool:
+        return self.kubelet.pod_workers.is_termination_requested(uid)
+
+
+def attach_api_mode(
+    kubelet: Kubelet, client: ApiClient, source: ApiserverSource, options: ApiModeOptions | None = None
+) -> ApiMode:
+    """Add the API-mode components to ``kubelet`` (call before ``kubelet.run``)."""
+    options = options or ApiModeOptions()
+    node_name = kubelet.config.node_name
+    recorder = EventRecorder(client, node_name, kubelet.clock)
+    kubelet.event_sink = recorder.record
+    node_status = NodeStatusManager(
+        client,
+        kubelet,
+        NodeStatusConfig(
+            node_name=node_name,
+            kubelet_version=KUBELET_VERSION,
+            hostname=options.hostname,
+            node_ips=kubelet.config.node_ips,
+            node_labels=dict(options.node_labels),
+            register_with_taints=tuple(options.register_with_taints),
+            register_schedulable=options.register_schedulable,
+            max_pods=options.max_pods,
+            kubelet_port=options.kubelet_port,
+            kube_reserved=dict(options.kube_reserved),
+            system_reserved=dict(options.system_reserved),
+            eviction_hard=dict(options.eviction_hard),
+        ),
+        root_dir=kubelet.config.root_dir,
+        machine=options.machine,
+        register=options.register_node,
+        update_frequency=options.node_status_update_frequency,
+        report_frequency=options.node_status_report_frequency,
+        events=recorder.record_node,
+        run_sync=kubelet.run_sync,
+    )
+
+    def node_uid() -> str | None:
+        return node_status.node_uid
+
+    lease = NodeLeaseController(
+        client,
+        node_name,
+        kubelet.clock,
+        node_uid,
+        lease_duration_seconds=options.node_lease_duration_seconds,
+        renew_interval=options.node_lease_duration_seconds * 0.25,
+    )
+    publisher = StatusPublisher(
+        client, kubelet, mirror_pods=lambda: source.mirror_pods.value, sync_period=options.status_sync_period
+    )
+    mirrors = MirrorPodManager(
+        client,
+        node_name,
+        _KubeletPods(kubelet),
+        source.mirror_pods,
+        node_uid,
+        period=options.mirror_pod_period,
+    )
+
+    def node_view() -> NodeView | None:
+        node = node_status.current_node()
+        return NodeView.from_node(node) if node is not None else None
+
+    kubelet.admit = PredicateAdmitHandler(node_view)
+    kubelet.components.extend([recorder, node_status, lease, publisher, mirrors])
+    recorder.record_node("Normal", "Starting", "Starting kubelet.")
+    return ApiMode(client, source, recorder, node_status, lease, publisher, mirrors)
+
+
+@contextlib.asynccontextmanager
+async def open_kubeconfig_client(
+    path: str, *, qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST
+) -> AsyncIterator[ApiClient]:
+    """The daemon's API client from ``--kubeconfig`` (an unreadable kubeconfig is a RuntimeError, which
+    the CLI reports in one line)."""
+    try:
+        config = load_kubeconfig(path)
+    except KubeConfigError as err:
+        raise RuntimeError(f"--kubeconfig: {err}") from None
+    async with open_api_client(config, qps=qps, burst=burst) as client:
+        yield client
+
+
+def api_mode_options(options: Any) -> ApiModeOptions:
+    """:class:`ApiModeOptions` from the CLI's ``KubeletOptions`` (the settings it has today)."""
+    return ApiModeOptions(
+        node_labels=dict(options.node_labels),
+        max_pods=options.max_pods,
+        hostname=options.hostname_override or None,
+    )

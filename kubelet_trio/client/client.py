@@ -1,0 +1,333 @@
+"""The Kubernetes API client: httpx on Trio, rate-limited, retrying, with typed errors and watch streams.
+
+``open_api_client`` owns the httpx client (and so its connection pool) for the lifetime of a block::
+
+    async with open_api_client(load_kubeconfig(path)) as api:
+        pod = await api.get("/api/v1/namespaces/default/pods/web")
+        async with api.open_watch("/api/v1/pods", {"resourceVersion": rv}) as events:
+            async for event in events: ...
+
+Every request takes a token from a :class:`TokenBucket` (kubeAPIQPS 50, kubeAPIBurst 100), runs under the
+client's ``request_timeout`` (a Trio deadline, so it follows MockClock in tests), and is retried with
+exponential backoff and jitter on connection errors, timeouts, 5xx and 429 (a ``Retry-After`` header sets
+the delay). Other error statuses raise at once as :class:`~kubelet_trio.client.errors.StatusError`
+subclasses (``NotFound``, ``Conflict``, ``Gone``, ``Invalid``, ...) carrying the API ``Status`` message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import platform
+import random
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import attrs
+import httpx
+import trio
+
+from kubelet_trio.client.errors import ApiUnavailable, error_from_response
+from kubelet_trio.client.kubeconfig import KubeConfig, make_ssl_context
+from kubelet_trio.client.ratelimit import DEFAULT_BURST, DEFAULT_QPS, TokenBucket
+from kubelet_trio.client.watch import WATCH_BUFFER, WatchEvent, pump_watch_events
+
+__all__ = [
+    "JSON",
+    "MERGE_PATCH",
+    "REQUEST_TIMEOUT",
+    "ApiClient",
+    "RetryPolicy",
+    "open_api_client",
+]
+
+logger = logging.getLogger(__name__)
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+#: Deadline of one attempt (client-go's default is none; the kubelet's heartbeat client uses the lease
+#: duration). Watches are bounded by their own ``timeoutSeconds`` instead.
+REQUEST_TIMEOUT = 60.0
+#: How long a tokenFile's content is trusted before it is read again (client-go: 1 min).
+TOKEN_FILE_REFRESH = 60.0
+
+
+def _user_agent() -> str:
+    from kubelet_trio import __version__
+
+    machine = platform.machine().lower().replace("x86_64", "amd64").replace("aarch64", "arm64")
+    return f"kubelet-trio/{__version__} ({platform.system().lower()}/{machine})"
+
+
+@attrs.frozen
+class RetryPolicy:
+    """Attempts and delays for retryable failures: ``initial * factor**n`` capped at ``max_delay``, each
+    stretched by up to ``jitter`` (``delay * (1 + jitter * U[0, 1))``)."""
+
+    max_attempts: int = 5
+    initial: float = 0.2
+    factor: float = 2.0
+    max_delay: float = 10.0
+    jitter: float = 0.5
+    max_retry_after: float = 60.0
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        base = min(self.initial * self.factor**attempt, self.max_delay)
+        return base * (1 + self.jitter * rng.random())
+
+
+def describe(err: BaseException) -> str:
+    """``Type: message`` of a transport error, digging into its causes when httpx's own text is empty
+    (TLS failures under Trio arrive that way)."""
+    seen: BaseException | None = err
+    while seen is not None and not str(seen):
+        seen = seen.__cause__ or seen.__context__
+    detail = str(seen) if seen is not None else ""
+    return f"{type(err).__name__}: {detail}" if detail else type(err).__name__
+
+
+def _retry_after(response: httpx.Response, cap: float) -> float | None:
+    value = response.headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return min(max(float(value), 0.0), cap)
+    except ValueError:
+        return None
+
+
+@attrs.define(eq=False)
+class _Token:
+    """A bearer token, static or read from a file (re-read every minute, like client-go)."""
+
+    static: str | None = None
+    file: str | None = None
+    _cached: str | None = None
+    _read_at: float = float("-inf")
+
+    def value(self) -> str | None:
+        if self.file is None:
+            return self.static
+        now = trio.current_time()
+        if self._cached is None or now - self._read_at >= TOKEN_FILE_REFRESH:
+            # A few bytes from a local file, read inline: not worth a thread hop.
+            try:
+                with open(self.file) as f:
+                    self._cached = f.read().strip()
+            except OSError as err:
+                logger.warning("cannot read token file path=%s error=%s", self.file, err)
+                if self._cached is None:
+                    self._cached = self.static
+            self._read_at = now
+        return self._cached
+
+
+@attrs.define(eq=False)
+class ApiClient:
+    """Use :func:`open_api_client`. Paths are absolute API paths (``/api/v1/...``)."""
+
+    http: httpx.AsyncClient
+    limiter: TokenBucket = attrs.Factory(TokenBucket)
+    retry: RetryPolicy = attrs.Factory(RetryPolicy)
+    request_timeout: float | None = REQUEST_TIMEOUT
+    rng: random.Random = attrs.Factory(random.Random)
+    user_agent: str = attrs.Factory(_user_agent)
+    tls_server_name: str | None = None
+    _token: _Token = attrs.Factory(_Token)
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": JSON, "User-Agent": self.user_agent}
+        if content_type:
+            headers["Content-Type"] = content_type
+        token = self._token.value()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    def _extensions(self) -> dict[str, Any]:
+        return {"sni_hostname": self.tls_server_name} if self.tls_server_name else {}
+
+    def _deadline(self) -> contextlib.AbstractContextManager[Any]:
+        if self.request_timeout is None:
+            return contextlib.nullcontext()
+        return trio.fail_after(self.request_timeout)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+    ) -> Any:
+        """One API call with rate limit and retries; the decoded JSON answer (None when empty)."""
+        content = json.dumps(body).encode() if body is not None else None
+        headers = self._headers(content_type if content is not None else None)
+        last_error: Exception | None = None
+        for attempt in range(self.retry.max_attempts):
+            if attempt:
+                assert last_error is not None
+                logger.debug(
+                    "retrying API request method=%s path=%s attempt=%d error=%s",
+                    method,
+                    path,
+                    attempt + 1,
+                    last_error,
+                )
+            await self.limiter.acquire()
+            retry_after: float | None = None
+            try:
+                with self._deadline():
+                    response = await self.http.request(
+                        method,
+                        path,
+                        params=dict(params or {}),
+                        content=content,
+                        headers=headers,
+                        extensions=self._extensions(),
+                    )
+            except httpx.TransportError as err:
+                last_error = ApiUnavailable(f"{method} {path}: {describe(err)}")
+            except trio.TooSlowError:
+                last_error = ApiUnavailable(f"{method} {path}: no answer within {self.request_timeout:g}s")
+            else:
+                code = response.status_code
+                if code < 300:
+                    return response.json() if response.content else None
+                error = error_from_response(code, response.content)
+                if code != 429 and code < 500:
+                    raise error
+                last_error = error
+                retry_after = _retry_after(response, self.retry.max_retry_after)
+            if attempt + 1 < self.retry.max_attempts:
+                await trio.sleep(
+                    retry_after if retry_after is not None else self.retry.delay(attempt, self.rng)
+                )
+        assert last_error is not None
+        raise last_error
+
+    # -- verbs --------------------------------------------------------------------------------------
+
+    async def get(self, path: str, params: Mapping[str, str] | None = None) -> Any:
+        return await self.request("GET", path, params=params)
+
+    async def create(self, path: str, obj: Mapping[str, Any]) -> Any:
+        return await self.request("POST", path, body=obj)
+
+    async def replace(self, path: str, obj: Mapping[str, Any]) -> Any:
+        return await self.request("PUT", path, body=obj)
+
+    async def merge_patch(self, path: str, patch: Mapping[str, Any]) -> Any:
+        return await self.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+
+    async def delete(
+        self, path: str, *, grace_period_seconds: int | None = None, uid: str | None = None
+    ) -> Any:
+        """DELETE with ``DeleteOptions`` (grace period, UID precondition)."""
+        options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        if uid is not None:
+            options["preconditions"] = {"uid": uid}
+        return await self.request("DELETE", path, body=options)
+
+    # -- watch --------------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def open_watch(
+        self, path: str, params: Mapping[str, str] | None = None
+    ) -> AsyncIterator[trio.MemoryReceiveChannel[WatchEvent]]:
+        """A watch stream as a channel of :class:`WatchEvent` (``watch=true`` is added).
+
+        An error status at the start raises (``Gone`` for an expired resourceVersion); a stream that
+        breaks later ends with a synthetic ERROR event; a clean end (server ``timeoutSeconds``) just
+        closes the channel. The caller bounds the whole watch with its own deadline.
+        """
+        query = {**dict(params or {}), "watch": "true"}
+        await self.limiter.acquire()
+        request = self.http.build_request(
+            "GET", path, params=query, headers=self._headers(None), extensions=self._extensions()
+        )
+        try:
+            with self._deadline():
+                response = await self.http.send(request, stream=True)
+        except httpx.TransportError as err:
+            raise ApiUnavailable(f"watch {path}: {describe(err)}") from None
+        except trio.TooSlowError:
+            raise ApiUnavailable(f"watch {path}: no answer within {self.request_timeout:g}s") from None
+        try:
+            if response.status_code != 200:
+                try:
+                    with self._deadline():
+                        body = await response.aread()
+                except (httpx.TransportError, trio.TooSlowError):
+                    body = b""
+                raise error_from_response(response.status_code, body)
+            send, receive = trio.open_memory_channel[WatchEvent](WATCH_BUFFER)
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(pump_watch_events, response, send)
+                    try:
+                        yield receive
+                    finally:
+                        nursery.cancel_scope.cancel()
+            except BaseExceptionGroup as group:
+                _raise_single(group)
+        finally:
+            with trio.move_on_after(1.0, shield=True):
+                await response.aclose()
+
+
+def _raise_single(group: BaseExceptionGroup[BaseException]) -> None:
+    """The watch nursery only wraps the caller's own exception: give it back unwrapped."""
+    leaves = list(_leaves(group))
+    if len(leaves) == 1:
+        raise leaves[0] from None
+    raise group
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
+
+
+@contextlib.asynccontextmanager
+async def open_api_client(
+    config: KubeConfig | None = None,
+    *,
+    server: str | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    qps: float = DEFAULT_QPS,
+    burst: int = DEFAULT_BURST,
+    retry: RetryPolicy | None = None,
+    request_timeout: float | None = REQUEST_TIMEOUT,
+    rng: random.Random | None = None,
+) -> AsyncIterator[ApiClient]:
+    """An :class:`ApiClient` for ``config`` (a loaded kubeconfig) or a bare ``server`` URL.
+
+    ``transport`` replaces the network (tests serve an in-process fake API server through it); TLS
+    verification is on unless the kubeconfig sets ``insecure-skip-tls-verify``.
+    """
+    base_url = server or (config.server if config else None)
+    if not base_url:
+        raise ValueError("open_api_client needs a kubeconfig or a server URL")
+    verify: Any = True
+    if config is not None and config.uses_tls and transport is None:
+        verify = make_ssl_context(config)
+    token = _Token(static=config.token, file=config.token_file) if config else _Token()
+    async with httpx.AsyncClient(
+        base_url=base_url, transport=transport, verify=verify, timeout=None, trust_env=False
+    ) as http:
+        yield ApiClient(
+            http,
+            limiter=TokenBucket(qps, burst),
+            retry=retry or RetryPolicy(),
+            request_timeout=request_timeout,
+            rng=rng or random.Random(),
+            tls_server_name=config.tls_server_name if config else None,
+            token=token,
+        )

@@ -1,0 +1,88 @@
+"""Watch events: newline-delimited JSON ``{"type": ..., "object": ...}`` read off a streaming response.
+
+The pump runs in the watch's own nursery (see ``ApiClient.open_watch``) and hands events over a channel.
+The channel is unbounded on purpose: the pump must only ever wait *inside* httpx's chain of async
+generators, so that cancelling it finishes them; parked on a full channel it would abandon them
+half-way (Trio then warns when they are collected). A watch's volume is bounded by the server (one
+node's pods) and by its ``timeoutSeconds``. A broken stream or an undecodable line ends the stream with a
+synthetic ``ERROR`` event (code 503), so consumers handle "the server said so" and "the connection died"
+on one path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+from typing import Any
+
+import attrs
+import httpx
+import trio
+
+from kubelet_trio.client.errors import StatusError, status_error
+
+__all__ = ["ADDED", "BOOKMARK", "DELETED", "ERROR", "MODIFIED", "WATCH_BUFFER", "WatchEvent"]
+
+logger = logging.getLogger(__name__)
+
+ADDED = "ADDED"
+MODIFIED = "MODIFIED"
+DELETED = "DELETED"
+BOOKMARK = "BOOKMARK"
+ERROR = "ERROR"
+#: Events decoded ahead of the consumer: unbounded (see the module docstring).
+WATCH_BUFFER = math.inf
+
+
+@attrs.frozen
+class WatchEvent:
+    type: str
+    object: dict[str, Any]
+
+    @property
+    def resource_version(self) -> str | None:
+        meta = self.object.get("metadata")
+        return meta.get("resourceVersion") if isinstance(meta, dict) else None
+
+    def error(self) -> StatusError:
+        """The ``Status`` of an ERROR event as a typed error (``Gone`` for 410)."""
+        code = self.object.get("code")
+        return status_error(int(code) if isinstance(code, int) else 500, self.object)
+
+    @classmethod
+    def stream_error(cls, message: str) -> WatchEvent:
+        return cls(
+            ERROR,
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "code": 503,
+                "reason": "ServiceUnavailable",
+                "message": message,
+            },
+        )
+
+
+async def pump_watch_events(response: httpx.Response, send: trio.MemorySendChannel[WatchEvent]) -> None:
+    """Decode lines into events until the stream ends (closes ``send``). Never blocks on ``send``."""
+    with send, contextlib.suppress(trio.BrokenResourceError):
+        failed = False
+        try:
+            async for line in response.aiter_lines():
+                if failed or not line.strip():
+                    continue  # after a bad line, drain: the consumer stops this watch
+                try:
+                    data = json.loads(line)
+                    event = WatchEvent(str(data["type"]), data.get("object") or {})
+                except (ValueError, KeyError, TypeError) as err:
+                    send.send_nowait(WatchEvent.stream_error(f"undecodable watch event: {err}"))
+                    failed = True
+                    continue
+                send.send_nowait(event)
+        except (httpx.TransportError, httpx.StreamError) as err:
+            send.send_nowait(
+                WatchEvent.stream_error(f"watch stream broken: {type(err).__name__}: {err}".rstrip(": "))
+            )

@@ -1,0 +1,206 @@
+"""The API-server pod source: a reflector over this node's pods (``pkg/kubelet/config/apiserver.go``,
+client-go ``tools/cache/reflector.go``).
+
+It lists ``/api/v1/pods?fieldSelector=spec.nodeName=<node>`` (in pages), then watches from the list's
+resourceVersion with bookmarks and a randomised ``timeoutSeconds`` (5-10 min, like client-go), re-watching
+from the last seen resourceVersion whenever a stream ends. An expired resourceVersion (410 Gone, at the
+start of a watch or as an ERROR event) means the history is lost: it relists, and the new full set
+goes to PodConfig, whose merge turns it into exactly the difference. Other failures back off (0.8 s
+doubling to 30 s, jittered) and re-watch from the same resourceVersion, so nothing is lost or repeated.
+
+Like every source it sends full sets (:class:`SourceSet` ``"api"``) after each batch of changes. Mirror
+pods (annotation ``kubernetes.io/config.mirror``) are not pods to run: they are kept apart in
+:attr:`ApiserverSource.mirror_pods` for the mirror-pod manager and the status publisher.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any
+
+import attrs
+import trio
+import trio_util
+
+from kubelet_trio.api import DecodeError, Pod
+from kubelet_trio.client import ApiClient, ApiClientError, Gone, StatusError, WatchEvent
+from kubelet_trio.config.types import API_SOURCE, CONFIG_MIRROR_ANNOTATION, SourceSet
+
+__all__ = ["ApiserverSource", "is_mirror_pod"]
+
+logger = logging.getLogger(__name__)
+
+PODS_PATH = "/api/v1/pods"
+#: client-go's minWatchTimeout: each watch asks for a timeout in [5, 10) minutes.
+MIN_WATCH_TIMEOUT = 300.0
+#: A watch whose server never ends it is abandoned this long after its timeoutSeconds.
+WATCH_CLIENT_MARGIN = 30.0
+BACKOFF_INITIAL = 0.8
+BACKOFF_MAX = 30.0
+LIST_PAGE_SIZE = 500
+
+
+def is_mirror_pod(pod: Pod) -> bool:
+    return CONFIG_MIRROR_ANNOTATION in pod.annotations
+
+
+class _WatchFailed(Exception):
+    """A watch stream ended with an ERROR event other than 410."""
+
+
+def _key(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+@attrs.define(eq=False)
+class ApiserverSource:
+    """Feeds PodConfig the pods bound to ``node_name``. Start with ``nursery.start(source.run)``; it
+    reports started at once (an unreachable API server must not hold the node back) and
+    :attr:`synced` becomes True after the first complete list."""
+
+    client: ApiClient
+    node_name: str
+    updates: trio.MemorySendChannel[SourceSet]
+    rng: random.Random = attrs.Factory(random.Random)
+    min_watch_timeout: float = MIN_WATCH_TIMEOUT
+    synced: trio_util.AsyncBool = attrs.Factory(lambda: trio_util.AsyncBool(False))
+    #: Mirror pods by full name (``name_namespace``), replaced on every change.
+    mirror_pods: trio_util.AsyncValue[dict[str, Pod]] = attrs.Factory(lambda: trio_util.AsyncValue({}))
+    resource_version: str = ""
+    lists: int = 0  # completed lists (relists after the first), for observability and tests
+    _store: dict[str, Pod] = attrs.Factory(dict)
+
+    @property
+    def field_selector(self) -> str:
+        return f"spec.nodeName={self.node_name}"
+
+    def pods(self) -> list[Pod]:
+        """Every pod of the node as last seen, mirror pods included."""
+        return list(self._store.values())
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with self.updates:
+            task_status.started()
+            backoff = BACKOFF_INITIAL
+            while True:
+                try:
+                    await self._list()
+                except ApiClientError as err:
+                    delay = self._jitter(backoff)
+                    logger.warning("listing pods failed, retrying in %.1fs error=%s", delay, err)
+                    await trio.sleep(delay)
+                    backoff = min(backoff * 2, BACKOFF_MAX)
+                    continue
+                backoff = BACKOFF_INITIAL
+                await self._watch_until_gone()
+                logger.info("pod watch expired (410 Gone), relisting node=%s", self.node_name)
+
+    def _jitter(self, delay: float) -> float:
+        return delay * (1 + self.rng.random())
+
+    async def _list(self) -> None:
+        items: list[dict[str, Any]] = []
+        params = {"fieldSelector": self.field_selector, "limit": str(LIST_PAGE_SIZE)}
+        while True:
+            page = await self.client.get(PODS_PATH, params)
+            items.extend(page.get("items") or ())
+            meta = page.get("metadata") or {}
+            if not meta.get("continue"):
+                break
+            params = {**params, "continue": meta["continue"]}
+        store: dict[str, Pod] = {}
+        for item in items:
+            pod = self._decode(item)
+            if pod is not None:
+                store[_key(item)] = pod
+        self._store = store
+        self.resource_version = str(meta.get("resourceVersion") or "")
+        self.lists += 1
+        logger.info(
+            "listed pods node=%s count=%d resourceVersion=%s",
+            self.node_name,
+            len(store),
+            self.resource_version,
+        )
+        await self._publish()
+        self.synced.value = True
+
+    def _decode(self, obj: dict[str, Any]) -> Pod | None:
+        try:
+            return Pod.from_dict(obj)
+        except DecodeError as err:
+            logger.error("ignoring undecodable pod pod=%s error=%s", _key(obj), err)
+            return None
+
+    async def _publish(self) -> None:
+        mirrors = {p.full_name: p for p in self._store.values() if is_mirror_pod(p)}
+        if mirrors != self.mirror_pods.value:
+            self.mirror_pods.value = mirrors
+        pods = tuple(p for p in self._store.values() if not is_mirror_pod(p))
+        await self.updates.send(SourceSet(API_SOURCE, pods))
+
+    async def _watch_until_gone(self) -> None:
+        """Watch, re-watching from the last resourceVersion, until the server says it is too old."""
+        backoff = BACKOFF_INITIAL
+        while True:
+            timeout = self.min_watch_timeout * (1 + self.rng.random())
+            params = {
+                "fieldSelector": self.field_selector,
+                "resourceVersion": self.resource_version,
+                "allowWatchBookmarks": "true",
+                "timeoutSeconds": str(int(timeout)),
+            }
+            try:
+                with trio.move_on_after(int(timeout) + WATCH_CLIENT_MARGIN):
+                    async with self.client.open_watch(PODS_PATH, params) as events:
+                        await self._consume(events)
+                backoff = BACKOFF_INITIAL
+            except Gone:
+                return
+            except (ApiClientError, _WatchFailed) as err:
+                delay = self._jitter(backoff)
+                logger.warning("pod watch failed, re-watching in %.1fs error=%s", delay, err)
+                await trio.sleep(delay)
+                backoff = min(backoff * 2, BACKOFF_MAX)
+
+    async def _consume(self, events: trio.MemoryReceiveChannel[WatchEvent]) -> None:
+        """Apply events; after each batch that is ready at once, publish the new set."""
+        async for event in events:
+            changed = self._apply(event)
+            while True:
+                try:
+                    event = events.receive_nowait()
+                except trio.WouldBlock:
+                    break
+                except trio.EndOfChannel:
+                    if changed:
+                        await self._publish()
+                    return
+                changed = self._apply(event) or changed
+            if changed:
+                await self._publish()
+
+    def _apply(self, event: WatchEvent) -> bool:
+        if event.type == "ERROR":
+            error = event.error()
+            if isinstance(error, Gone):
+                raise error
+            raise _WatchFailed(str(error)) from (error if isinstance(error, StatusError) else None)
+        rv = event.resource_version
+        if rv:
+            self.resource_version = rv
+        if event.type == "BOOKMARK":
+            return False
+        key = _key(event.object)
+        if event.type == "DELETED":
+            return self._store.pop(key, None) is not None
+        if event.type in ("ADDED", "MODIFIED"):
+            pod = self._decode(event.object)
+            if pod is None:
+                return False
+            self._store[key] = pod
+            return True
+        logger.warning("ignoring unknown watch event type=%s", event.type)
+        return False

@@ -1,0 +1,210 @@
+"""The kubelet's Prometheus metrics, with the Go kubelet's names (``pkg/kubelet/metrics/metrics.go``).
+
+One :class:`KubeletMetrics` per :class:`~kubelet_trio.kubelet.Kubelet`, each with its own
+``CollectorRegistry`` (no process-global registry: a test harness runs many nodes in one process).
+Durations are measured on Trio's clock, so they are exact under ``MockClock``.
+
+- ``kubelet_running_pods`` / ``kubelet_running_containers{container_state}``: computed from the PLEG's
+  pod cache at scrape time (:meth:`KubeletMetrics.update_running`), as the Go PLEG does after a relist.
+- ``kubelet_pod_start_duration_seconds``: from the first time the kubelet saw a pod (its
+  ``kubernetes.io/config.seen`` annotation) until its phase first became Running
+  (:meth:`KubeletMetrics.watch_pod_starts`).
+- ``kubelet_pod_worker_duration_seconds{operation_type}``: each pod-worker sync, by work type
+  (``sync``, ``terminating``, ``terminated``).
+- ``kubelet_pleg_relist_duration_seconds`` / ``kubelet_pleg_relist_interval_seconds``.
+- ``kubelet_runtime_operations_total`` / ``_duration_seconds`` / ``_errors_total{operation_type}``:
+  fed by :class:`~kubelet_trio.cri.instrumented.InstrumentedRuntime`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+
+from kubelet_trio.config.types import CONFIG_FIRST_SEEN_ANNOTATION
+from kubelet_trio.container.types import ContainerState
+
+if TYPE_CHECKING:
+    from kubelet_trio.container.cache import PodCache
+    from kubelet_trio.pod_workers import WorkType
+    from kubelet_trio.status.manager import StatusManager
+
+__all__ = ["CONTENT_TYPE", "KubeletMetrics"]
+
+logger = logging.getLogger(__name__)
+
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # text/plain; version=0.0.4; charset=utf-8
+DEF_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+POD_START_BUCKETS = (
+    0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800,
+    2700, 3600,
+)  # fmt: skip
+RUNTIME_OPERATION_BUCKETS = tuple(0.005 * 2.5**i for i in range(14))  # ExponentialBuckets(.005, 2.5, 14)
+CONTAINER_STATES = tuple(state.value for state in ContainerState)
+
+
+def _parse_seen(value: str | None) -> dt.datetime | None:
+    if not value:
+        return None
+    try:
+        # RFC3339Nano: Python's fromisoformat handles at most 6 fractional digits.
+        head, _, frac = value.rstrip("Z").partition(".")
+        stamp = dt.datetime.fromisoformat(head).replace(tzinfo=dt.UTC)
+        return stamp + dt.timedelta(microseconds=int((frac + "000000")[:6])) if frac else stamp
+    except ValueError:
+        return None
+
+
+@attrs.define(eq=False)
+class KubeletMetrics:
+    registry: CollectorRegistry = attrs.Factory(lambda: CollectorRegistry(auto_describe=True))
+    running_pods: Gauge = attrs.field(init=False)
+    running_containers: Gauge = attrs.field(init=False)
+    pod_start_duration: Histogram = attrs.field(init=False)
+    pod_worker_duration: Histogram = attrs.field(init=False)
+    pleg_relist_duration: Histogram = attrs.field(init=False)
+    pleg_relist_interval: Histogram = attrs.field(init=False)
+    runtime_operations: Counter = attrs.field(init=False)
+    runtime_operations_duration: Histogram = attrs.field(init=False)
+    runtime_operations_errors: Counter = attrs.field(init=False)
+    _started_pods: set[str] = attrs.Factory(set)
+    _first_seen: dict[str, float] = attrs.Factory(dict)
+
+    def __attrs_post_init__(self) -> None:
+        r = self.registry
+        self.running_pods = Gauge(
+            "kubelet_running_pods", "Number of pods that have a running pod sandbox", registry=r
+        )
+        self.running_containers = Gauge(
+            "kubelet_running_containers",
+            "Number of containers currently running",
+            ["container_state"],
+            registry=r,
+        )
+        self.pod_start_duration = Histogram(
+            "kubelet_pod_start_duration_seconds",
+            "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run",
+            buckets=POD_START_BUCKETS,
+            registry=r,
+        )
+        self.pod_worker_duration = Histogram(
+            "kubelet_pod_worker_duration_seconds",
+            "Duration in seconds to sync a single pod. Broken down by operation type: sync, terminating, "
+            "terminated",
+            ["operation_type"],
+            buckets=DEF_BUCKETS,
+            registry=r,
+        )
+        self.pleg_relist_duration = Histogram(
+            "kubelet_pleg_relist_duration_seconds",
+            "Duration in seconds for relisting pods in PLEG.",
+            buckets=DEF_BUCKETS,
+            registry=r,
+        )
+        self.pleg_relist_interval = Histogram(
+            "kubelet_pleg_relist_interval_seconds",
+            "Interval in seconds between relisting in PLEG.",
+            buckets=DEF_BUCKETS,
+            registry=r,
+        )
+        self.runtime_operations = Counter(
+            "kubelet_runtime_operations",
+            "Cumulative number of runtime operations by operation type.",
+            ["operation_type"],
+            registry=r,
+        )
+        self.runtime_operations_duration = Histogram(
+            "kubelet_runtime_operations_duration_seconds",
+            "Duration in seconds of runtime operations. Broken down by operation type.",
+            ["operation_type"],
+            buckets=RUNTIME_OPERATION_BUCKETS,
+            registry=r,
+        )
+        self.runtime_operations_errors = Counter(
+            "kubelet_runtime_operations_errors",
+            "Cumulative number of runtime operation errors by operation type.",
+            ["operation_type"],
+            registry=r,
+        )
+        for state in CONTAINER_STATES:
+            self.running_containers.labels(state).set(0)
+
+    # -- hooks -------------------------------------------------------------------------------------
+
+    def observe_relist(self, duration: float, interval: float | None) -> None:
+        """``GenericPLEG.on_relist``."""
+        self.pleg_relist_duration.observe(duration)
+        if interval is not None:
+            self.pleg_relist_interval.observe(interval)
+
+    def observe_pod_worker(self, work_type: WorkType, duration: float) -> None:
+        """``PodWorkers.on_sync_duration``."""
+        self.pod_worker_duration.labels(work_type.value).observe(duration)
+
+    def observe_runtime_operation(self, operation: str, duration: float, error: bool) -> None:
+        self.runtime_operations.labels(operation).inc()
+        self.runtime_operations_duration.labels(operation).observe(duration)
+        if error:
+            self.runtime_operations_errors.labels(operation).inc()
+
+    # -- computed at scrape time -------------------------------------------------------------------
+
+    def update_running(self, cache: PodCache) -> None:
+        """Gauges from the pod cache: pods with a ready sandbox, containers by state."""
+        pods = 0
+        states = dict.fromkeys(CONTAINER_STATES, 0)
+        for uid in cache.uids():
+            status = cache.get(uid)
+            if any(s.ready for s in status.sandbox_statuses):
+                pods += 1
+            for container in status.container_statuses:
+                states[container.state.value] += 1
+        self.running_pods.set(pods)
+        for state, count in states.items():
+            self.running_containers.labels(state).set(count)
+
+    def render(self) -> bytes:
+        """The text exposition format 0.0.4."""
+        return generate_latest(self.registry)
+
+    # -- pod start durations -----------------------------------------------------------------------
+
+    def note_statuses(self, statuses: StatusManager, now_wall: dt.datetime) -> None:
+        """Observe the start duration of every pod that has become Running since the last call."""
+        now = trio.current_time()
+        current = set()
+        for entry in statuses.all():
+            uid = entry.pod.uid
+            current.add(uid)
+            first_seen = self._first_seen.setdefault(uid, now)
+            if uid in self._started_pods or entry.status.phase != "Running":
+                continue
+            self._started_pods.add(uid)
+            seen = _parse_seen(entry.pod.annotations.get(CONFIG_FIRST_SEEN_ANNOTATION))
+            duration = (now_wall - seen).total_seconds() if seen else now - first_seen
+            self.pod_start_duration.observe(max(duration, 0.0))
+        self._forget(set(self._first_seen) - current)
+
+    def _forget(self, uids: Iterable[str]) -> None:
+        for uid in uids:
+            self._first_seen.pop(uid, None)
+            self._started_pods.discard(uid)
+
+    async def watch_pod_starts(
+        self,
+        statuses: StatusManager,
+        now_wall: Callable[[], dt.datetime],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Follow the status manager (a waitable version, no polling) until cancelled."""
+        task_status.started()
+        async for _ in statuses.version.eventual_values():
+            self.note_statuses(statuses, now_wall())

@@ -1,0 +1,7 @@
+"""The node Lease heartbeat (Go: ``component-helpers/apimachinery/lease``)."""
+
+from __future__ import annotations
+
+from kubelet_trio.nodelease.controller import LEASE_NAMESPACE, NodeLeaseController, micro_time
+
+__all__ = ["LEASE_NAMESPACE", "NodeLeaseController", "micro_time"]

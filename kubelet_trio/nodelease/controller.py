@@ -1,0 +1,144 @@
+"""The node Lease heartbeat (``component-helpers/apimachinery/lease/controller.go``).
+
+Every ``renew_interval`` (10 s = 40 s x 0.25) the Lease ``kube-node-lease/<node>`` gets ``renewTime = now``.
+With a cached Lease that is an update (PUT, optimistic concurrency on its resourceVersion) without a GET;
+a Conflict re-reads the Lease and tries again, up to 5 attempts. Without one, the Lease is read and
+created if missing, retrying with backoff (100 ms doubling to 7 s) until it works; creation waits for
+the Node because the Lease carries an ownerReference to it (so it is collected with the Node).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import datetime as dt
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+import trio_util
+
+from kubelet_trio.client import ApiClient, ApiClientError, Conflict, NotFound
+from kubelet_trio.clock import WallClock
+
+__all__ = ["LEASE_NAMESPACE", "NodeLeaseController", "micro_time"]
+
+logger = logging.getLogger(__name__)
+
+LEASE_NAMESPACE = "kube-node-lease"
+LEASE_DURATION_SECONDS = 40
+RENEW_INTERVAL_FRACTION = 0.25
+MAX_UPDATE_RETRIES = 5
+ENSURE_BACKOFF_INITIAL = 0.1
+ENSURE_BACKOFF_MAX = 7.0
+
+
+def micro_time(moment: dt.datetime) -> str:
+    """``metav1.MicroTime``: RFC 3339 with exactly six fractional digits, UTC."""
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@attrs.define(eq=False)
+class NodeLeaseController:
+    client: ApiClient
+    node_name: str
+    clock: WallClock
+    node_uid: Callable[[], str | None]  # the registered Node's UID, None while there is none
+    lease_duration_seconds: int = LEASE_DURATION_SECONDS
+    renew_interval: float = LEASE_DURATION_SECONDS * RENEW_INTERVAL_FRACTION
+    lease: dict[str, Any] | None = None
+    renewals: int = 0
+
+    @property
+    def path(self) -> str:
+        return f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{self.node_name}"
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        async with contextlib.aclosing(trio_util.periodic(self.renew_interval)) as ticks:
+            async for _ in ticks:
+                if self.lease is not None:
+                    await self._renew()
+                else:
+                    await self._ensure()
+
+    def _owner_references(self) -> list[dict[str, Any]] | None:
+        uid = self.node_uid()
+        if not uid:
+            return None
+        return [{"apiVersion": "v1", "kind": "Node", "name": self.node_name, "uid": uid}]
+
+    def _renewed(self, base: dict[str, Any]) -> dict[str, Any]:
+        lease = copy.deepcopy(base)
+        spec = lease.setdefault("spec", {})
+        spec["holderIdentity"] = self.node_name
+        spec["leaseDurationSeconds"] = self.lease_duration_seconds
+        spec["renewTime"] = micro_time(self.clock.now())
+        meta = lease.setdefault("metadata", {})
+        if not meta.get("ownerReferences"):
+            owners = self._owner_references()
+            if owners:
+                meta["ownerReferences"] = owners
+        return lease
+
+    async def _ensure(self) -> None:
+        """GET the Lease, creating it when missing; retry with backoff until one exists."""
+        delay = ENSURE_BACKOFF_INITIAL
+        while True:
+            try:
+                try:
+                    current = await self.client.get(self.path)
+                except NotFound:
+                    owners = self._owner_references()
+                    if owners is None:
+                        raise ApiClientError("the Node does not exist yet; not creating its Lease") from None
+                    lease = {
+                        "apiVersion": "coordination.k8s.io/v1",
+                        "kind": "Lease",
+                        "metadata": {
+                            "name": self.node_name,
+                            "namespace": LEASE_NAMESPACE,
+                            "ownerReferences": owners,
+                        },
+                    }
+                    self.lease = await self.client.create(
+                        f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases",
+                        self._renewed(lease),
+                    )
+                    self.renewals += 1
+                    logger.info("created node lease node=%s", self.node_name)
+                    return
+                self.lease = current
+                await self._renew()
+                return
+            except ApiClientError as err:
+                logger.warning("failed to ensure node lease, retrying in %.1fs error=%s", delay, err)
+                await trio.sleep(delay)
+                delay = min(delay * 2, ENSURE_BACKOFF_MAX)
+
+    async def _renew(self) -> None:
+        assert self.lease is not None
+        for attempt in range(MAX_UPDATE_RETRIES):
+            try:
+                self.lease = await self.client.replace(self.path, self._renewed(self.lease))
+                self.renewals += 1
+                return
+            except Conflict:
+                logger.debug("lease update conflict, re-reading attempt=%d", attempt + 1)
+                try:
+                    self.lease = await self.client.get(self.path)
+                except ApiClientError as err:
+                    logger.warning("failed to re-read node lease error=%s", err)
+            except NotFound:
+                self.lease = None
+                await self._ensure()
+                return
+            except ApiClientError as err:
+                logger.warning("failed to update node lease attempt=%d error=%s", attempt + 1, err)
+        logger.error(
+            "failed %d attempts to update node lease, will retry after %.0fs",
+            MAX_UPDATE_RETRIES,
+            self.renew_interval,
+        )

@@ -1,0 +1,258 @@
+"""Node registration and status reporting (``kubelet_node_status.go``: ``registerWithAPIServer``,
+``syncNodeStatus``, ``fastStatusUpdateOnce``).
+
+Registration creates the Node (backing off 100 ms doubling to 7 s until it works). If the name is taken,
+the existing Node is read and only what the kubelet owns is reconciled - its default labels and the
+attach/detach annotation - with a merge patch, so labels and taints others set are kept. Then the status
+is computed every ``update_frequency`` (10 s) and PATCHed (``nodes/<name>/status``, merge patch) only when
+it changed - heartbeat times alone do not count - or when ``report_frequency`` (5 min) has passed since the
+last report. Until the first report with Ready=True, readiness is checked every 100 ms (for at most 120 s)
+so the node turns Ready as soon as it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import attrs
+import trio
+import trio_util
+
+from kubelet_trio.api import rfc3339
+from kubelet_trio.client import AlreadyExists, ApiClient, ApiClientError, NotFound, merge_patch_diff
+from kubelet_trio.clock import WallClock
+from kubelet_trio.cri.runtime import Runtime
+from kubelet_trio.fsio import RunSync, run_in_thread
+from kubelet_trio.nodestatus.machine import MachineInfo, read_machine_info
+from kubelet_trio.nodestatus.setters import (
+    CONTROLLER_ATTACH_DETACH,
+    NodeStatusConfig,
+    build_status,
+    default_labels,
+    initial_node,
+    node_images,
+    status_changed,
+)
+
+__all__ = ["NodeHost", "NodeStatusManager"]
+
+logger = logging.getLogger(__name__)
+
+NODE_STATUS_UPDATE_FREQUENCY = 10.0
+NODE_STATUS_REPORT_FREQUENCY = 300.0
+REGISTER_BACKOFF_INITIAL = 0.1
+REGISTER_BACKOFF_MAX = 7.0
+FAST_STATUS_PERIOD = 0.1
+NODE_READY_GRACE_PERIOD = 120.0
+RUNTIME_CALL_TIMEOUT = 10.0
+
+NodeEventSink = Callable[[str, str, str], None]  # (type, reason, message)
+
+
+class NodeHost(Protocol):
+    """What node status reads from the kubelet."""
+
+    runtime: Runtime
+    clock: WallClock
+
+    def health_errors(self) -> list[str]: ...
+
+
+def _ready(status: dict[str, Any] | None) -> str | None:
+    for condition in (status or {}).get("conditions") or ():
+        if condition.get("type") == "Ready":
+            return str(condition.get("status"))
+    return None
+
+
+@attrs.define(eq=False)
+class NodeStatusManager:
+    """Start with ``nursery.start(manager.run)``; :attr:`node` holds the Node as last returned by the API
+    server (None until registered)."""
+
+    client: ApiClient
+    host: NodeHost
+    config: NodeStatusConfig
+    root_dir: str = "/var/lib/kubelet"
+    machine: MachineInfo | None = None  # read from the host at start when not given
+    register: bool = True  # registerNode: create the Node (False: someone else does; only report status)
+    update_frequency: float = NODE_STATUS_UPDATE_FREQUENCY
+    report_frequency: float = NODE_STATUS_REPORT_FREQUENCY
+    events: NodeEventSink | None = None
+    run_sync: RunSync = run_in_thread
+    node: trio_util.AsyncValue[dict[str, Any] | None] = attrs.Factory(lambda: trio_util.AsyncValue(None))
+    reports: int = 0  # status PATCHes sent
+    _runtime_version: str = ""
+    _images: list[dict[str, Any]] | None = None
+    _last_report: float = float("-inf")
+
+    @property
+    def path(self) -> str:
+        return f"/api/v1/nodes/{self.config.node_name}"
+
+    @property
+    def node_uid(self) -> str | None:
+        node = self.node.value
+        return node["metadata"].get("uid") if node else None
+
+    def current_node(self) -> dict[str, Any] | None:
+        """The Node as the API server has it, else as this kubelet would register it (admission needs a
+        node even before registration, like Go's ``getNodeAnyWay``); None before the machine is known."""
+        if self.node.value is not None:
+            return self.node.value
+        if self.machine is None:
+            return None
+        status = build_status(
+            None,
+            config=self.config,
+            machine=self.machine,
+            runtime_version=self._runtime_version,
+            errors=[],
+            now=rfc3339(self.host.clock.now()),
+        )
+        return initial_node(self.config, self.machine, status)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        if self.machine is None:
+            self.machine = await self.run_sync(read_machine_info, self.root_dir)
+        task_status.started()
+        if self.register:
+            await self._register()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._fast_until_ready)
+            async with contextlib.aclosing(trio_util.periodic(self.update_frequency)) as ticks:
+                async for _ in ticks:
+                    await self.sync()
+
+    def _event(self, type_: str, reason: str, message: str) -> None:
+        if self.events is not None:
+            self.events(type_, reason, message)
+
+    async def _refresh_runtime_info(self) -> None:
+        runtime = self.host.runtime
+        if not self._runtime_version:
+            try:
+                with trio.fail_after(RUNTIME_CALL_TIMEOUT):
+                    version = await runtime.version()
+                self._runtime_version = f"{version.runtime_name}://{version.runtime_version}"
+            except Exception as err:
+                logger.warning("cannot read the container runtime version error=%s", err)
+        try:
+            with trio.fail_after(RUNTIME_CALL_TIMEOUT):
+                images = await runtime.list_images()
+            self._images = node_images(
+                (list(i.repo_digests) + list(i.repo_tags), int(i.size or 0)) for i in images
+            )
+        except Exception as err:
+            logger.debug("cannot list images for node status error=%s", err)
+
+    async def _compute(self, old_status: dict[str, Any] | None) -> dict[str, Any]:
+        await self._refresh_runtime_info()
+        assert self.machine is not None
+        return build_status(
+            old_status,
+            config=self.config,
+            machine=self.machine,
+            runtime_version=self._runtime_version,
+            errors=self.host.health_errors(),
+            now=rfc3339(self.host.clock.now()),
+            images=self._images,
+        )
+
+    async def _register(self) -> None:
+        delay = REGISTER_BACKOFF_INITIAL
+        assert self.machine is not None
+        while True:
+            try:
+                status = await self._compute(None)
+                try:
+                    node = await self.client.create(
+                        "/api/v1/nodes", initial_node(self.config, self.machine, status)
+                    )
+                    logger.info("registered node node=%s", self.config.node_name)
+                    self._last_report = trio.current_time()
+                    self._report_transitions(None, node.get("status"))
+                except AlreadyExists:
+                    node = await self._reconcile_existing(await self.client.get(self.path))
+                    logger.info("node already registered, reconciled node=%s", self.config.node_name)
+                self.node.value = node
+                if node is not None and _ready(node.get("status")) is None:
+                    await self.sync(force=True)
+                return
+            except ApiClientError as err:
+                logger.warning(
+                    "unable to register node, retrying in %.1fs node=%s error=%s",
+                    delay,
+                    self.config.node_name,
+                    err,
+                )
+                await trio.sleep(delay)
+                delay = min(delay * 2, REGISTER_BACKOFF_MAX)
+
+    async def _reconcile_existing(self, existing: dict[str, Any]) -> dict[str, Any]:
+        """Set the labels and annotation the kubelet owns; leave everything else alone."""
+        assert self.machine is not None
+        meta = existing.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        annotations = meta.get("annotations") or {}
+        wanted_labels = {
+            k: v for k, v in default_labels(self.config, self.machine).items() if labels.get(k) != v
+        }
+        patch: dict[str, Any] = {}
+        if wanted_labels:
+            patch["labels"] = wanted_labels
+        if annotations.get(CONTROLLER_ATTACH_DETACH) != "true":
+            patch["annotations"] = {CONTROLLER_ATTACH_DETACH: "true"}
+        if not patch:
+            return existing
+        return dict(await self.client.merge_patch(self.path, {"metadata": patch}))
+
+    async def sync(self, *, force: bool = False) -> None:
+        """Compute the status; PATCH it when changed, when a report is due, or when forced."""
+        try:
+            node = self.node.value
+            if node is None:
+                node = await self.client.get(self.path)
+                self.node.value = node
+            assert node is not None
+            old = node.get("status") or {}
+            new = await self._compute(old)
+            due = trio.current_time() - self._last_report >= self.report_frequency
+            if not (force or due or status_changed(old, new)):
+                return
+            patch = merge_patch_diff({"status": old}, {"status": new})
+            updated = await self.client.merge_patch(f"{self.path}/status", patch)
+            self.node.value = updated
+            self._last_report = trio.current_time()
+            self.reports += 1
+            self._report_transitions(old, new)
+        except NotFound:
+            logger.error("node object not found, cannot report status node=%s", self.config.node_name)
+            self.node.value = None
+        except ApiClientError as err:
+            logger.warning("error updating node status node=%s error=%s", self.config.node_name, err)
+            self.node.value = None  # read it afresh next time
+
+    def _report_transitions(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        before, after = _ready(old), _ready(new)
+        if after != before and after is not None:
+            if after == "True":
+                self._event("Normal", "NodeReady", f"Node {self.config.node_name} status is now: NodeReady")
+            else:
+                self._event(
+                    "Normal", "NodeNotReady", f"Node {self.config.node_name} status is now: NodeNotReady"
+                )
+
+    async def _fast_until_ready(self) -> None:
+        """``fastStatusUpdateOnce``: report at once when the node first becomes ready."""
+        with trio.move_on_after(NODE_READY_GRACE_PERIOD):
+            async with contextlib.aclosing(trio_util.periodic(FAST_STATUS_PERIOD)) as ticks:
+                async for _ in ticks:
+                    node = self.node.value
+                    if node is not None and _ready(node.get("status")) == "True":
+                        return
+                    if not self.host.health_errors():
+                        await self.sync(force=True)

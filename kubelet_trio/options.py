@@ -1,0 +1,722 @@
+"""Command-line flags and the ``KubeletConfiguration`` file → one validated :class:`KubeletOptions`.
+
+Go: ``cmd/kubelet/app/options`` and ``pkg/kubelet/apis/config/v1beta1``. Flags carry the Go kubelet's
+names where the concept exists; the file (``--config``, ``apiVersion: kubelet.config.k8s.io/v1beta1``,
+``kind: KubeletConfiguration``) uses the upstream keys. Precedence: built-in defaults < file < flags.
+
+- Durations are Go duration strings (``2m``, ``1m30s``, ``500ms``); flags also take plain seconds.
+- Unknown keys in the file are reported as one warning naming them; they do not stop the kubelet.
+- An invalid value (file or flag) is an :class:`OptionsError` naming the key or flag and the value; the
+  CLI prints it and exits with status 2.
+- Relative ``staticPodPath``/``podLogsDir`` in the file are relative to the file's directory (as
+  upstream resolves them).
+
+Every setting is declared once in :data:`SETTINGS` (flag, key, parser, default, help), from which the
+argument parser, the file reader and the help text are all derived.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import re
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+
+from kubelet_trio.config.http import parse_manifest_url_headers
+
+__all__ = [
+    "CONFIG_API_VERSION",
+    "CONFIG_KIND",
+    "SETTINGS",
+    "KubeletOptions",
+    "OptionsError",
+    "Setting",
+    "build_parser",
+    "load_options",
+    "parse_duration",
+]
+
+CONFIG_API_VERSION = "kubelet.config.k8s.io/v1beta1"
+CONFIG_KIND = "KubeletConfiguration"
+DEFAULT_ENDPOINT = "unix:///run/containerd/containerd.sock"
+
+
+class OptionsError(ValueError):
+    """An invalid flag, file or value; the message names it. The CLI exits with status 2."""
+
+
+# -- value parsers: (value, from_file) -> typed value; ValueError("expected ...") on bad input ----------
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Go's ``time.ParseDuration`` (``1h2m3.5s``, ``500ms``, ``0``) → seconds."""
+    value = text.strip()
+    if value in ("0", "+0", "-0"):
+        return 0.0
+    sign = -1.0 if value.startswith("-") else 1.0
+    body = value.lstrip("+-")
+    pos, total = 0, 0.0
+    while pos < len(body):
+        match = _DURATION_PART.match(body, pos)
+        if match is None:
+            raise ValueError("expected a duration such as 1m0s, 20s or 500ms")
+        total += float(match[1]) * _UNIT_SECONDS[match[2]]
+        pos = match.end()
+    if not body:
+        raise ValueError("expected a duration such as 1m0s, 20s or 500ms")
+    return sign * total
+
+
+def _duration(value: Any, from_file: bool) -> float:
+    if isinstance(value, str):
+        try:
+            seconds = parse_duration(value)
+        except ValueError:
+            if from_file:
+                raise
+            try:
+                seconds = float(value)  # flags also take plain seconds
+            except ValueError:
+                raise ValueError("expected a duration such as 1m0s, 20s or 500ms (or seconds)") from None
+    else:
+        raise ValueError('expected a duration string such as "1m0s"')
+    if seconds < 0:
+        raise ValueError("must not be negative")
+    return seconds
+
+
+def _positive_duration(value: Any, from_file: bool) -> float:
+    seconds = _duration(value, from_file)
+    if seconds <= 0:
+        raise ValueError("must be greater than zero")
+    return seconds
+
+
+def _int(value: Any, from_file: bool) -> int:
+    if isinstance(value, bool):
+        raise ValueError("expected an integer")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and not from_file:
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    raise ValueError("expected an integer")
+
+
+def _non_negative_int(value: Any, from_file: bool) -> int:
+    number = _int(value, from_file)
+    if number < 0:
+        raise ValueError("must not be negative")
+    return number
+
+
+def _port(value: Any, from_file: bool) -> int:
+    number = _int(value, from_file)
+    if not 0 <= number <= 65535:
+        raise ValueError("expected a port number 0-65535 (0 = disabled)")
+    return number
+
+
+def _verbosity(value: Any, from_file: bool) -> int:
+    number = _int(value, from_file)
+    if not 0 <= number <= 10:
+        raise ValueError("expected a verbosity level 0-10")
+    return number
+
+
+def _ip(value: Any, from_file: bool) -> str:
+    try:
+        return str(ipaddress.ip_address(str(value).strip()))
+    except ValueError:
+        raise ValueError("expected an IP address") from None
+
+
+def _string(value: Any, from_file: bool) -> str:
+    if not isinstance(value, str):
+        raise ValueError("expected a string")
+    return value
+
+
+def _endpoint(value: Any, from_file: bool) -> str:
+    text = _string(value, from_file)
+    if text and not text.startswith(("unix://", "/")):
+        raise ValueError("expected a unix socket endpoint such as unix:///run/containerd/containerd.sock")
+    return text if not text.startswith("/") else f"unix://{text}"
+
+
+def _bool(value: Any, from_file: bool) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and not from_file and value.lower() in ("true", "false", "1", "0"):
+        return value.lower() in ("true", "1")
+    raise ValueError("expected true or false")
+
+
+def _choice(*choices: str) -> Callable[[Any, bool], str]:
+    def parse(value: Any, from_file: bool) -> str:
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}")
+        return str(value)
+
+    return parse
+
+
+def _headers(value: Any, from_file: bool) -> dict[str, list[str]]:
+    """File: ``{"Key": ["v1", "v2"]}``; flags: repeated ``Key:v1,Other:v2``."""
+    if from_file:
+        if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, list) and all(isinstance(i, str) for i in v)
+            for k, v in value.items()
+        ):
+            raise ValueError("expected a map of header name to a list of values")
+        return {k: list(v) for k, v in value.items()}
+    return parse_manifest_url_headers(list(value))
+
+
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def _labels(value: Any, from_file: bool) -> dict[str, str]:
+    """``key=value,key2=value2`` (repeatable flag)."""
+    labels: dict[str, str] = {}
+    for item in value if isinstance(value, list) else [value]:
+        for pair in str(item).split(","):
+            if not pair:
+                continue
+            key, sep, label = pair.partition("=")
+            if not sep or not _LABEL_KEY.match(key):
+                raise ValueError("expected key=value pairs separated by commas")
+            labels[key] = label
+    return labels
+
+
+# -- the settings ---------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Setting:
+    dest: str
+    flag: str | None
+    key: str | None  # KubeletConfiguration key; dotted for nested ("logging.format")
+    parse: Callable[[Any, bool], Any]
+    default: Any
+    help: str
+    group: str
+    metavar: str | None = None
+    repeatable: bool = False
+    is_switch: bool = False
+    path: bool = False  # relative paths in the file are relative to the file
+
+
+G_CONFIG, G_SOURCES, G_RUNTIME, G_NODE, G_HTTP, G_RUNONCE, G_LOGS = (
+    "configuration",
+    "pod sources",
+    "container runtime",
+    "node",
+    "HTTP servers",
+    "run-once (--runonce)",
+    "logging",
+)
+
+SETTINGS: tuple[Setting, ...] = (
+    # pod sources
+    Setting(
+        "pod_manifest_path",
+        "--pod-manifest-path",
+        "staticPodPath",
+        _string,
+        "",
+        "directory (or file) of static pod manifests",
+        G_SOURCES,
+        "PATH",
+        path=True,
+    ),
+    Setting(
+        "manifest_url",
+        "--manifest-url",
+        "staticPodURL",
+        _string,
+        "",
+        "URL serving a Pod, PodList or List",
+        G_SOURCES,
+        "URL",
+    ),
+    Setting(
+        "manifest_url_header",
+        "--manifest-url-header",
+        "staticPodURLHeader",
+        _headers,
+        {},
+        "HTTP header for --manifest-url, 'Key:value[,Key2:value2]' (repeatable)",
+        G_SOURCES,
+        "KEY:VALUE",
+        repeatable=True,
+    ),
+    Setting(
+        "file_check_frequency",
+        "--file-check-frequency",
+        "fileCheckFrequency",
+        _positive_duration,
+        20.0,
+        "how often the manifest path is re-read (inotify catches changes sooner)",
+        G_SOURCES,
+        "DURATION",
+    ),
+    Setting(
+        "http_check_frequency",
+        "--http-check-frequency",
+        "httpCheckFrequency",
+        _positive_duration,
+        20.0,
+        "how often the manifest URL is fetched",
+        G_SOURCES,
+        "DURATION",
+    ),
+    Setting(
+        "kubeconfig",
+        "--kubeconfig",
+        None,
+        _string,
+        "",
+        "kubeconfig of the API server: pods come from it, node and pod status go to it",
+        G_SOURCES,
+        "PATH",
+    ),
+    # runtime
+    Setting(
+        "runtime",
+        "--runtime",
+        None,
+        _choice("cri", "sim"),
+        "cri",
+        "cri: a CRI runtime at --container-runtime-endpoint; sim: the built-in simulated runtime",
+        G_RUNTIME,
+        "{cri,sim}",
+    ),
+    Setting(
+        "container_runtime_endpoint",
+        "--container-runtime-endpoint",
+        "containerRuntimeEndpoint",
+        _endpoint,
+        DEFAULT_ENDPOINT,
+        "CRI runtime socket",
+        G_RUNTIME,
+        "unix:///SOCKET",
+    ),
+    Setting(
+        "image_service_endpoint",
+        "--image-service-endpoint",
+        "imageServiceEndpoint",
+        _endpoint,
+        "",
+        "CRI image service socket (default: the runtime endpoint)",
+        G_RUNTIME,
+        "unix:///SOCKET",
+    ),
+    Setting(
+        "runtime_request_timeout",
+        "--runtime-request-timeout",
+        "runtimeRequestTimeout",
+        _positive_duration,
+        120.0,
+        "timeout of every CRI call except pulls",
+        G_RUNTIME,
+        "DURATION",
+    ),
+    Setting(
+        "pod_infra_container_image",
+        "--pod-infra-container-image",
+        None,
+        _string,
+        "",
+        "accepted for compatibility: a CRI runtime uses its own sandbox image setting",
+        G_RUNTIME,
+        "IMAGE",
+    ),
+    # node
+    Setting(
+        "hostname_override",
+        "--hostname-override",
+        None,
+        _string,
+        "",
+        "node name (default: the hostname, lower-cased)",
+        G_NODE,
+        "NAME",
+    ),
+    Setting(
+        "node_ip",
+        "--node-ip",
+        None,
+        _ip,
+        "",
+        "the node's IP address, reported as hostIP (default: the hostname's address)",
+        G_NODE,
+        "IP",
+    ),
+    Setting(
+        "node_labels",
+        "--node-labels",
+        None,
+        _labels,
+        {},
+        "labels for the node object, key=value[,key=value] (used in API server mode)",
+        G_NODE,
+        "LABELS",
+        repeatable=True,
+    ),
+    Setting(
+        "root_dir",
+        "--root-dir",
+        None,
+        _string,
+        "/var/lib/kubelet",
+        "the kubelet's state directory",
+        G_NODE,
+        "DIR",
+    ),
+    Setting(
+        "pod_logs_dir",
+        "--pod-logs-dir",
+        "podLogsDir",
+        _string,
+        "/var/log/pods",
+        "root of the container log files",
+        G_NODE,
+        "DIR",
+        path=True,
+    ),
+    Setting(
+        "sync_frequency",
+        "--sync-frequency",
+        "syncFrequency",
+        _positive_duration,
+        60.0,
+        "how often a running pod is re-synced",
+        G_NODE,
+        "DURATION",
+    ),
+    Setting(
+        "max_pods",
+        "--max-pods",
+        "maxPods",
+        _non_negative_int,
+        110,
+        "the most pods this node runs (enforced at run-once admission)",
+        G_NODE,
+        "N",
+    ),
+    # http
+    Setting(
+        "healthz_port",
+        "--healthz-port",
+        "healthzPort",
+        _port,
+        10248,
+        "port of the /healthz server (0 = off)",
+        G_HTTP,
+        "PORT",
+    ),
+    Setting(
+        "healthz_bind_address",
+        "--healthz-bind-address",
+        "healthzBindAddress",
+        _ip,
+        "127.0.0.1",
+        "address of the /healthz server",
+        G_HTTP,
+        "IP",
+    ),
+    Setting(
+        "read_only_port",
+        "--read-only-port",
+        "readOnlyPort",
+        _port,
+        0,
+        "port of the unauthenticated read-only server: /pods, /runningpods, /metrics, /stats/summary,"
+        " /containerLogs (0 = off)",
+        G_HTTP,
+        "PORT",
+    ),
+    Setting(
+        "address", "--address", "address", _ip, "0.0.0.0", "address of the read-only server", G_HTTP, "IP"
+    ),
+    # run-once
+    Setting(
+        "runonce",
+        "--runonce",
+        None,
+        _bool,
+        False,
+        "start the pods of the static sources, wait, report, exit (0: every pod reached the target)",
+        G_RUNONCE,
+        is_switch=True,
+    ),
+    Setting(
+        "runonce_wait",
+        "--runonce-wait",
+        None,
+        _choice("running", "completion"),
+        "running",
+        "running: until every container runs; completion: pods with restartPolicy Never/OnFailure"
+        " until they finish",
+        G_RUNONCE,
+        "{running,completion}",
+    ),
+    Setting(
+        "runonce_timeout",
+        "--runonce-timeout",
+        None,
+        _positive_duration,
+        300.0,
+        "overall deadline; pods not at the target by then fail",
+        G_RUNONCE,
+        "DURATION",
+    ),
+    Setting(
+        "runonce_cleanup",
+        "--runonce-cleanup",
+        None,
+        _bool,
+        False,
+        "stop and remove the pods after the report (default: leave them, like the Go kubelet)",
+        G_RUNONCE,
+        is_switch=True,
+    ),
+    Setting(
+        "output",
+        "--output",
+        None,
+        _choice("table", "json"),
+        "table",
+        "report format",
+        G_RUNONCE,
+        "{table,json}",
+    ),
+    # logging
+    Setting(
+        "verbosity",
+        "--v",
+        "logging.verbosity",
+        _verbosity,
+        0,
+        "log verbosity: 0 info, 4+ debug (run-once shows only warnings unless --v is given)",
+        G_LOGS,
+        "LEVEL",
+    ),
+    Setting(
+        "log_format",
+        "--log-format",
+        "logging.format",
+        _choice("text", "json"),
+        "text",
+        "text (key=value) or json (one object per line)",
+        G_LOGS,
+        "{text,json}",
+    ),
+)
+
+_BY_DEST = {s.dest: s for s in SETTINGS}
+_BY_KEY = {s.key: s for s in SETTINGS if s.key}
+
+
+@attrs.frozen(kw_only=True)
+class KubeletOptions:
+    """The effective settings; ``explicit`` names the settings a flag or the file gave."""
+
+    config: str = ""
+    pod_manifest_path: str = ""
+    manifest_url: str = ""
+    manifest_url_header: dict[str, list[str]] = attrs.Factory(dict)
+    file_check_frequency: float = 20.0
+    http_check_frequency: float = 20.0
+    kubeconfig: str = ""
+    runtime: str = "cri"
+    container_runtime_endpoint: str = DEFAULT_ENDPOINT
+    image_service_endpoint: str = ""
+    runtime_request_timeout: float = 120.0
+    pod_infra_container_image: str = ""
+    hostname_override: str = ""
+    node_ip: str = ""
+    node_labels: dict[str, str] = attrs.Factory(dict)
+    root_dir: str = "/var/lib/kubelet"
+    pod_logs_dir: str = "/var/log/pods"
+    sync_frequency: float = 60.0
+    max_pods: int = 110
+    healthz_port: int = 10248
+    healthz_bind_address: str = "127.0.0.1"
+    read_only_port: int = 0
+    address: str = "0.0.0.0"
+    runonce: bool = False
+    runonce_wait: str = "running"
+    runonce_timeout: float = 300.0
+    runonce_cleanup: bool = False
+    output: str = "table"
+    verbosity: int = 0
+    log_format: str = "text"
+    explicit: frozenset[str] = frozenset()
+
+    @property
+    def node_name(self) -> str:
+        return (self.hostname_override or socket.gethostname()).strip().lower()
+
+
+# -- the argument parser --------------------------------------------------------------------------------
+
+
+def _show_default(setting: Setting) -> str:
+    value = setting.default
+    if setting.is_switch or value in ("", {}, None):
+        return ""
+    if setting.parse in (_duration, _positive_duration):
+        from kubelet_trio.clock import go_duration
+
+        return f" (default {go_duration(value)})"
+    return f" (default {value})"
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=36, width=110)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kubelet-trio",
+        description=(
+            "A Kubernetes node agent on Trio. Runs the pods of a manifest directory and/or URL on a CRI\n"
+            "runtime (or the simulated one) until SIGTERM/SIGINT; with --runonce it starts them, waits,\n"
+            "prints a report and exits."
+        ),
+        epilog=(
+            "Flags override the --config file. Durations: 1m0s, 20s, 500ms (flags also take seconds).\n"
+            "Other commands: kubelet-trio {demo,sim-cri,check-manifests} --help"
+        ),
+        formatter_class=_Formatter,
+        argument_default=argparse.SUPPRESS,
+    )
+    config = parser.add_argument_group(G_CONFIG)
+    config.add_argument(
+        "--config",
+        metavar="FILE",
+        help=f"KubeletConfiguration file (apiVersion: {CONFIG_API_VERSION}); flags override it",
+    )
+    groups = {G_CONFIG: config}
+    for setting in SETTINGS:
+        assert setting.flag is not None
+        group = groups.get(setting.group) or groups.setdefault(
+            setting.group, parser.add_argument_group(setting.group)
+        )
+        key = f" [{setting.key}]" if setting.key else ""
+        help_text = setting.help + _show_default(setting) + key
+        if setting.is_switch:
+            group.add_argument(setting.flag, dest=setting.dest, action="store_true", help=help_text)
+        elif setting.repeatable:
+            group.add_argument(
+                setting.flag, dest=setting.dest, action="append", metavar=setting.metavar, help=help_text
+            )
+        else:
+            group.add_argument(setting.flag, dest=setting.dest, metavar=setting.metavar, help=help_text)
+    return parser
+
+
+# -- the file -------------------------------------------------------------------------------------------
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings → dotted keys, but only where we know nested keys (``logging.*``)."""
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and any(k.startswith(dotted + ".") for k in _BY_KEY):
+            flat.update(_flatten(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def read_config_file(path: str) -> tuple[dict[str, Any], list[str]]:
+    """``(dest → value, warnings)`` from a KubeletConfiguration file."""
+    try:
+        text = Path(path).read_text()
+    except OSError as err:
+        raise OptionsError(f"cannot read --config {path}: {err.strerror or err}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise OptionsError(f"--config {path} is not valid YAML: {err}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise OptionsError(
+            f"--config {path}: expected a KubeletConfiguration object, got {type(data).__name__}"
+        )
+    api_version, kind = data.get("apiVersion"), data.get("kind")
+    if api_version != CONFIG_API_VERSION:
+        raise OptionsError(
+            f"--config {path}: invalid value for apiVersion: {api_version!r} (expected {CONFIG_API_VERSION})"
+        )
+    if kind != CONFIG_KIND:
+        raise OptionsError(f"--config {path}: invalid value for kind: {kind!r} (expected {CONFIG_KIND})")
+    body = {k: v for k, v in data.items() if k not in ("apiVersion", "kind")}
+    values: dict[str, Any] = {}
+    unknown: list[str] = []
+    base = os.path.dirname(os.path.abspath(path))
+    for key, raw in _flatten(body).items():
+        setting = _BY_KEY.get(key)
+        if setting is None:
+            unknown.append(key)
+            continue
+        try:
+            value = setting.parse(raw, True)
+        except ValueError as err:
+            raise OptionsError(f"--config {path}: invalid value for {key}: {raw!r}: {err}") from None
+        if setting.path and value and not os.path.isabs(value):
+            value = os.path.join(base, value)
+        values[setting.dest] = value
+    warnings = []
+    if unknown:
+        names = ", ".join(sorted(unknown))
+        warnings.append(f"--config {path}: ignoring unknown or unsupported configuration keys: {names}")
+    return values, warnings
+
+
+# -- putting it together --------------------------------------------------------------------------------
+
+
+def load_options(argv: Sequence[str]) -> tuple[KubeletOptions, list[str]]:
+    """Parse flags and the ``--config`` file; returns the options and warnings to print.
+
+    Raises :class:`OptionsError` for invalid values and :class:`SystemExit` for argparse usage errors and
+    ``--help`` (status 2 and 0, as argparse does).
+    """
+    args = vars(build_parser().parse_args(list(argv)))
+    values: dict[str, Any] = {}
+    warnings: list[str] = []
+    config_path = args.pop("config", "")
+    if config_path:
+        values, warnings = read_config_file(config_path)
+    for dest, raw in args.items():
+        setting = _BY_DEST[dest]
+        try:
+            values[dest] = raw if setting.is_switch else setting.parse(raw, False)
+        except ValueError as err:
+            shown = ",".join(raw) if isinstance(raw, list) else raw
+            raise OptionsError(f"invalid value {shown!r} for {setting.flag}: {err}") from None
+    try:
+        options = KubeletOptions(config=config_path, explicit=frozenset(values), **values)
+    except TypeError as err:  # pragma: no cover - SETTINGS and KubeletOptions disagree
+        raise OptionsError(str(err)) from None
+    return options, warnings

@@ -1,0 +1,12 @@
+"""Probe handlers: exec, httpGet, tcpSocket and gRPC health checks (Go: ``pkg/probe/{exec,http,tcp,grpc}``).
+
+Each returns ``(Result, output)``: ``FAILURE`` for anything the target did wrong (a non-zero exit, a
+refused connection, a timeout, a 500); :class:`ProbeError` only when the probe could not be run at all
+(the worker then throws the result away, like Go).
+"""
+
+from __future__ import annotations
+
+from kubelet_trio.prober.probe.result import ProbeError, Result
+
+__all__ = ["ProbeError", "Result"]

@@ -1,0 +1,143 @@
+"""Running one probe of one container (Go: ``pkg/kubelet/prober/prober.go``).
+
+Picks the handler from the probe spec, retries up to 3 times while the handler *errors* (not when it
+fails), and turns the outcome into a :class:`ProbeResult` plus an event: ``Unhealthy`` for a failure
+("Liveness probe failed: ..."), ``ProbeWarning`` for a success with a warning, ``Unhealthy`` "...
+errored..." for an error, which is raised as :class:`ProbeError` so that the worker drops it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import attrs
+import httpx
+import trio
+
+from kubelet_trio.api import Container, Pod, Probe
+from kubelet_trio.cri.runtime import RuntimeService
+from kubelet_trio.kuberuntime.actions import ProbeKind, ProbeResult
+from kubelet_trio.kuberuntime.envvars import expand_command_only_static
+from kubelet_trio.prober.probe import ProbeError, Result
+from kubelet_trio.prober.probe.exec import exec_probe
+from kubelet_trio.prober.probe.grpc import grpc_probe, grpc_timeout_output
+from kubelet_trio.prober.probe.http import (
+    http_probe,
+    http_timeout_output,
+    new_client,
+    request_for_action,
+    resolve_container_port,
+)
+from kubelet_trio.prober.probe.tcp import tcp_probe, tcp_timeout_output
+
+__all__ = ["MAX_PROBE_RETRIES", "Prober", "probe_kind_name"]
+
+logger = logging.getLogger(__name__)
+
+MAX_PROBE_RETRIES = 3
+PodEvent = Callable[[Pod, str, str, str], None]
+_KIND_NAMES = {ProbeKind.LIVENESS: "Liveness", ProbeKind.READINESS: "Readiness", ProbeKind.STARTUP: "Startup"}
+
+
+def probe_kind_name(kind: ProbeKind) -> str:
+    return _KIND_NAMES[kind]
+
+
+def probe_spec(container: Container, kind: ProbeKind) -> Probe | None:
+    if kind is ProbeKind.LIVENESS:
+        return container.liveness_probe
+    if kind is ProbeKind.READINESS:
+        return container.readiness_probe
+    return container.startup_probe
+
+
+@attrs.define(eq=False, kw_only=True)
+class Prober:
+    """Runs probes against containers of ``runtime``.
+
+    ``host_override``: connect httpGet/tcpSocket/grpc probes that name no host here instead of the pod
+    IP (tests whose simulated pods have IPs that do not exist).
+    """
+
+    runtime: RuntimeService
+    events: PodEvent | None = None
+    http_client: httpx.AsyncClient | None = None  # the manager's while it runs; else one per request
+    host_override: str | None = None
+
+    def _event(self, pod: Pod, type_: str, reason: str, message: str) -> None:
+        if self.events is not None:
+            self.events(pod, type_, reason, message)
+
+    async def probe(
+        self, kind: ProbeKind, pod: Pod, container: Container, container_id: str, pod_ip: str
+    ) -> ProbeResult:
+        """Run the container's ``kind`` probe; raise :class:`ProbeError` when it could not be run."""
+        spec = probe_spec(container, kind)
+        if spec is None:
+            return ProbeResult.SUCCESS
+        name = probe_kind_name(kind)
+        ctx = f"pod={pod.namespace}/{pod.name} uid={pod.uid} container={container.name} probe={kind.value}"
+        error: ProbeError | None = None
+        result, output = Result.UNKNOWN, ""
+        for _ in range(MAX_PROBE_RETRIES):
+            try:
+                result, output = await self._run(spec, container, container_id, pod_ip)
+            except ProbeError as err:
+                error = err
+                continue
+            error = None
+            break
+        if error is not None:
+            logger.info("probe errored %s err=%s", ctx, error)
+            self._event(
+                pod, "Warning", "Unhealthy", f"{name} probe errored and resulted in unknown state: {error}"
+            )
+            raise error
+        if result is Result.SUCCESS:
+            logger.debug("probe succeeded %s", ctx)
+            return ProbeResult.SUCCESS
+        if result is Result.WARNING:
+            self._event(pod, "Warning", "ProbeWarning", f"{name} probe warning: {output}")
+            logger.debug("probe succeeded with a warning %s output=%r", ctx, output)
+            return ProbeResult.SUCCESS
+        if result is Result.FAILURE:
+            logger.info("probe failed %s output=%r", ctx, output)
+            self._event(pod, "Warning", "Unhealthy", f"{name} probe failed: {output}")
+            return ProbeResult.FAILURE
+        logger.info("probe unknown without error %s", ctx)
+        return ProbeResult.FAILURE
+
+    def _host(self, host: str | None, pod_ip: str) -> str:
+        if host:
+            return host
+        return self.host_override or pod_ip
+
+    async def _run(
+        self, spec: Probe, container: Container, container_id: str, pod_ip: str
+    ) -> tuple[Result, str]:
+        """Run the handler under the probe's timeout (exec: the CRI enforces it)."""
+        timeout = spec.timeout_seconds or 1
+        if spec.exec is not None:
+            command = expand_command_only_static(spec.exec.command or (), container.env)
+            return await exec_probe(self.runtime, container_id, command, timeout)
+        if spec.http_get is not None:
+            request = request_for_action(spec.http_get, container, self._host(spec.http_get.host, pod_ip))
+            with trio.move_on_after(timeout):
+                if self.http_client is not None:
+                    return await http_probe(self.http_client, request)
+                async with new_client() as client:
+                    return await http_probe(client, request)
+            return Result.FAILURE, http_timeout_output(request)
+        if spec.tcp_socket is not None:
+            port = resolve_container_port(spec.tcp_socket.port, container)
+            host = self._host(spec.tcp_socket.host, pod_ip)
+            with trio.move_on_after(timeout):
+                return await tcp_probe(host, port)
+            return Result.FAILURE, tcp_timeout_output(host, port)
+        if spec.grpc is not None:
+            port = resolve_container_port(spec.grpc.port, container)
+            with trio.move_on_after(timeout):
+                return await grpc_probe(self._host(None, pod_ip), port, spec.grpc.service or "")
+            return Result.FAILURE, grpc_timeout_output(timeout)
+        raise ProbeError("missing probe handler")

@@ -1,0 +1,195 @@
+"""One probe worker: one task per (pod, container, probe kind) (Go: ``pkg/kubelet/prober/worker.go``).
+
+It probes on a fixed ``periodSeconds`` ticker (plus immediate manual triggers), reading the container
+from the pod's latest API status, and stores a result only after ``failureThreshold`` consecutive
+failures or ``successThreshold`` consecutive successes. The order of checks in :meth:`ProbeWorker.step`
+is Go's ``doProbe``:
+
+1. no status yet → wait; pod Failed/Succeeded → exit;
+2. no container ID yet → wait; a new container ID → reset to the initial result and resume;
+3. on hold (after a stored liveness/startup failure) → wait for the next container;
+4. container not running → Failure, exit if it terminated under ``restartPolicy: Never``;
+5. pod being deleted → liveness/startup report Success and exit (a quiet shutdown);
+6. within ``initialDelaySeconds`` of the container's start → wait;
+7. startup gating: a started container's startup probe idles, an unstarted one's liveness/readiness do;
+8. probe (an error is thrown away), count the run, store at the threshold.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from kubelet_trio.api import Container, Pod, Probe
+from kubelet_trio.api.status import ContainerStatus
+from kubelet_trio.kuberuntime.actions import ProbeKind, ProbeResult
+from kubelet_trio.prober.probe import ProbeError
+
+if TYPE_CHECKING:
+    from kubelet_trio.prober.manager import ProbeManager
+
+__all__ = ["INITIAL_RESULTS", "ProbeWorker"]
+
+logger = logging.getLogger(__name__)
+
+INITIAL_RESULTS = {
+    ProbeKind.READINESS: ProbeResult.FAILURE,
+    ProbeKind.LIVENESS: ProbeResult.SUCCESS,
+    ProbeKind.STARTUP: ProbeResult.UNKNOWN,
+}
+
+
+def bare_container_id(container_id: str) -> str:
+    """``containerd://abc`` → ``abc``."""
+    return container_id.partition("://")[2] or container_id
+
+
+@attrs.define(eq=False)
+class ProbeWorker:
+    manager: ProbeManager
+    pod: Pod
+    container: Container
+    kind: ProbeKind
+    spec: Probe
+    container_id: str = ""  # bare id of the instance being probed
+    last_result: ProbeResult | None = None
+    result_run: int = 0
+    on_hold: bool = False
+    probes_run: int = 0  # for tests and metrics
+    scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
+    _trigger: trio.Event = attrs.Factory(trio.Event)
+    _next_tick: float = 0.0
+
+    @property
+    def key(self) -> tuple[str, str, ProbeKind]:
+        return (self.pod.uid, self.container.name or "", self.kind)
+
+    @property
+    def period(self) -> float:
+        return float(self.spec.period_seconds or 10)
+
+    def _ctx(self) -> str:
+        return (
+            f"pod={self.pod.namespace}/{self.pod.name} uid={self.pod.uid} "
+            f"container={self.container.name} probe={self.kind.value}"
+        )
+
+    def trigger(self) -> None:
+        """Probe now (Go's manual trigger; coalesces like a channel of one)."""
+        self._trigger.set()
+
+    def stop(self) -> None:
+        self.scope.cancel()
+
+    async def run(self) -> None:
+        with self.scope:
+            try:
+                await self._loop()
+            finally:
+                if self.container_id:
+                    self.manager.results.remove(self.kind, self.container_id)
+                self.manager.worker_finished(self)
+                logger.debug("probe worker stopped %s", self._ctx())
+
+    async def _loop(self) -> None:
+        manager = self.manager
+        if manager.initial_jitter and self.period > trio.current_time() - manager.started_at:
+            await trio.sleep(manager.rng.random() * self.period)  # the kubelet just started: spread out
+        self._next_tick = trio.current_time() + self.period
+        while await self.step():
+            await self._wait_tick()
+
+    async def _wait_tick(self) -> None:
+        now = trio.current_time()
+        if self._next_tick <= now:  # a tick came while probing (a ticker channel holds one)
+            missed = math.floor((now - self._next_tick) / self.period) + 1
+            self._next_tick += missed * self.period
+            return
+        with trio.move_on_at(self._next_tick):
+            await self._trigger.wait()
+            self._trigger = trio.Event()
+            return
+        self._next_tick += self.period
+
+    async def _set(self, result: ProbeResult) -> None:
+        await self.manager.set_result(self.kind, self.container_id, result, self.pod.uid)
+
+    def _find_status(self) -> ContainerStatus | None:
+        status = self.manager.pod_status(self.pod.uid)
+        if status is None:
+            return None
+        name = self.container.name
+        for group in (status.container_statuses, status.init_container_statuses):
+            for container_status in group or ():
+                if container_status.name == name and container_status.container_id:
+                    return container_status
+        return None
+
+    async def step(self) -> bool:
+        """One ``doProbe``; False when the worker should exit."""
+        status = self.manager.pod_status(self.pod.uid)
+        if status is None:
+            return True
+        if status.phase in ("Failed", "Succeeded"):
+            logger.debug("pod is terminated, probe worker exits %s phase=%s", self._ctx(), status.phase)
+            return False
+        current = self._find_status()
+        if current is None or not current.container_id:
+            return True
+        container_id = bare_container_id(current.container_id)
+        if container_id != self.container_id:
+            if self.container_id:
+                self.manager.results.remove(self.kind, self.container_id)
+            self.container_id = container_id
+            self.on_hold = False  # a new container: probe again (the run count carries on, as in Go)
+            await self._set(INITIAL_RESULTS[self.kind])
+        if self.on_hold:
+            return True
+        state = current.state
+        running = state.running if state is not None else None
+        if running is None:
+            await self._set(ProbeResult.FAILURE)
+            terminated = state is not None and state.terminated is not None
+            policy = (self.pod.spec.restart_policy if self.pod.spec else None) or "Always"
+            return not terminated or policy != "Never"
+        deleting = self.pod.metadata is not None and self.pod.metadata.deletion_timestamp is not None
+        if deleting and self.kind in (ProbeKind.LIVENESS, ProbeKind.STARTUP):
+            await self._set(ProbeResult.SUCCESS)  # a quiet shutdown: no restarts while terminating
+            return False
+        started_at = self.manager.container_started_at(self.pod.uid, self.container_id, running.started_at)
+        if started_at is not None and trio.current_time() - started_at < (
+            self.spec.initial_delay_seconds or 0
+        ):
+            return True
+        if current.started:
+            if self.kind is ProbeKind.STARTUP:
+                return True  # started: the startup probe idles (it stays for the next instance)
+        elif self.kind is not ProbeKind.STARTUP:
+            return True  # not started yet: liveness and readiness wait
+        pod_ip = status.pod_ip or ""
+        self.probes_run += 1
+        try:
+            result = await self.manager.prober.probe(
+                self.kind, self.pod, self.container, self.container_id, pod_ip
+            )
+        except ProbeError:
+            return True  # an error is not a result
+        if result is self.last_result:
+            self.result_run += 1
+        else:
+            self.last_result, self.result_run = result, 1
+        failure_threshold = self.spec.failure_threshold or 3
+        success_threshold = self.spec.success_threshold or 1
+        if (result is ProbeResult.FAILURE and self.result_run < failure_threshold) or (
+            result is ProbeResult.SUCCESS and self.result_run < success_threshold
+        ):
+            return True
+        await self._set(result)
+        if self.kind in (ProbeKind.LIVENESS, ProbeKind.STARTUP) and result is ProbeResult.FAILURE:
+            self.on_hold = True  # until a new container (the kubelet restarts this one)
+            self.result_run = 0
+        return True

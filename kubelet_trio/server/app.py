@@ -1,0 +1,63 @@
+"""The kubelet's two ASGI apps: the healthz server and the read-only server (Go: ``server.go``,
+``cmd/kubelet/app/server.go``).
+
+- :func:`healthz_app` (``--healthz-port``, default 127.0.0.1:10248): ``/healthz`` only.
+- :func:`read_only_app` (``--read-only-port``, off by default): ``/healthz``, ``/pods``, ``/runningpods/``,
+  ``/metrics``, ``/stats/summary`` and ``/containerLogs/{namespace}/{pod}/{container}``. Without
+  authentication, like the Go kubelet's read-only port, so keep it on a trusted address.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kubelet_trio.metrics import CONTENT_TYPE
+from kubelet_trio.server.asgi import App, Handler, Request, Response, Route
+from kubelet_trio.server.container_logs import container_logs_handler
+from kubelet_trio.server.healthz import healthz_handlers
+from kubelet_trio.server.pods import pods_handler, running_pods_handler
+from kubelet_trio.server.stats import stats_summary_handler
+
+if TYPE_CHECKING:
+    from kubelet_trio.kubelet import Kubelet
+
+__all__ = ["healthz_app", "read_only_app"]
+
+
+def _healthz_routes(kubelet: Kubelet) -> list[Route]:
+    healthz, one_check = healthz_handlers(kubelet)
+    return [Route("/healthz", healthz), Route("/healthz/{check}", one_check)]
+
+
+def metrics_handler(kubelet: Kubelet) -> Handler:
+    async def handle(request: Request) -> Response:
+        kubelet.metrics.update_running(kubelet.cache)
+        kubelet.metrics.note_statuses(
+            kubelet.status_manager, kubelet.clock.now()
+        )  # catch up with the watcher
+        return Response(200, kubelet.metrics.render(), CONTENT_TYPE)
+
+    return handle
+
+
+def healthz_app(kubelet: Kubelet) -> App:
+    return App(_healthz_routes(kubelet))
+
+
+def read_only_app(kubelet: Kubelet) -> App:
+    pods = pods_handler(kubelet)
+    running = running_pods_handler(kubelet)
+    summary = stats_summary_handler(kubelet)
+    return App(
+        [
+            *_healthz_routes(kubelet),
+            Route("/pods", pods),
+            Route("/pods/", pods),
+            Route("/runningpods", running),
+            Route("/runningpods/", running),
+            Route("/metrics", metrics_handler(kubelet)),
+            Route("/stats/summary", summary),
+            Route("/stats/summary/", summary),
+            Route("/containerLogs/{namespace}/{pod}/{container}", container_logs_handler(kubelet)),
+        ]
+    )

@@ -1,0 +1,192 @@
+"""Just enough ASGI for the kubelet's endpoints: requests, responses (whole or streamed), routing.
+
+The endpoints are few and fixed, so a web framework would only add weight; any ASGI server can serve the
+app (hypercorn's Trio worker does, see :mod:`kubelet_trio.server.serve`) and tests call it in-process
+through ``httpx.ASGITransport``.
+
+A streamed response runs its writer next to a task that listens for the client's disconnect and then
+cancels the writer, so ``follow`` requests end when the client goes away.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import urllib.parse
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+__all__ = ["App", "Handler", "HttpError", "Request", "Response", "Route", "Write"]
+
+logger = logging.getLogger(__name__)
+
+Scope = Mapping[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+Write = Callable[[bytes], Awaitable[None]]
+TEXT = "text/plain; charset=utf-8"
+JSON = "application/json"
+
+
+class HttpError(Exception):
+    """Raised by a handler: answered with ``status`` and ``message`` (JSON when ``as_json``)."""
+
+    def __init__(self, status: int, message: str, *, as_json: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.as_json = as_json
+
+
+@attrs.frozen
+class Request:
+    method: str
+    path: str
+    query: Mapping[str, Sequence[str]]
+    params: Mapping[str, str] = attrs.Factory(dict)
+
+    @classmethod
+    def from_scope(cls, scope: Scope) -> Request:
+        raw = scope.get("query_string", b"").decode("latin-1")
+        return cls(
+            method=scope["method"],
+            path=scope["path"],
+            query=urllib.parse.parse_qs(raw, keep_blank_values=True),
+        )
+
+    def arg(self, name: str) -> str | None:
+        values = self.query.get(name)
+        return values[0] if values else None
+
+    def flag(self, name: str) -> bool:
+        """A boolean query parameter: present and not ``false``/``0`` (``?follow``, ``?follow=true``)."""
+        value = self.arg(name)
+        return value is not None and value.lower() not in ("false", "0")
+
+
+@attrs.frozen
+class Response:
+    status: int = 200
+    body: bytes = b""
+    content_type: str = TEXT
+    headers: Sequence[tuple[str, str]] = ()
+    #: A streamed body: called with a ``write`` coroutine; ``body`` is sent first.
+    stream: Callable[[Write], Awaitable[None]] | None = None
+
+    @classmethod
+    def text(cls, text: str, status: int = 200) -> Response:
+        return cls(status, text.encode(), TEXT)
+
+    @classmethod
+    def json(cls, obj: Any, status: int = 200) -> Response:
+        return cls(status, json.dumps(obj, separators=(",", ":")).encode(), JSON)
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+@attrs.frozen
+class Route:
+    """``pattern`` with ``{name}`` segments (each matches one non-empty path segment)."""
+
+    pattern: str
+    handler: Handler
+    methods: tuple[str, ...] = ("GET",)
+    _regex: re.Pattern[str] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        parts = re.split(r"\{(\w+)\}", self.pattern)
+        regex = "".join(
+            re.escape(part) if index % 2 == 0 else f"(?P<{part}>[^/]+)" for index, part in enumerate(parts)
+        )
+        object.__setattr__(self, "_regex", re.compile(f"^{regex}$"))
+
+    def match(self, path: str) -> dict[str, str] | None:
+        found = self._regex.match(path)
+        return {k: urllib.parse.unquote(v) for k, v in found.groupdict().items()} if found else None
+
+
+@attrs.define(eq=False)
+class App:
+    """An ASGI application over a list of routes (first match wins)."""
+
+    routes: Sequence[Route]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        request = Request.from_scope(scope)
+        response = await self._dispatch(request)
+        headers = [(b"content-type", response.content_type.encode())]
+        headers += [(k.lower().encode(), v.encode()) for k, v in response.headers]
+        await send({"type": "http.response.start", "status": response.status, "headers": headers})
+        if response.stream is None:
+            await send({"type": "http.response.body", "body": response.body})
+            return
+        await self._stream(response, receive, send)
+
+    async def _dispatch(self, request: Request) -> Response:
+        allowed: list[str] = []
+        for route in self.routes:
+            params = route.match(request.path)
+            if params is None:
+                continue
+            if request.method not in route.methods:
+                allowed += route.methods
+                continue
+            try:
+                return await route.handler(attrs.evolve(request, params=params))
+            except HttpError as err:
+                if err.as_json:
+                    return Response.json({"message": err.message}, err.status)
+                return Response.text(err.message + "\n", err.status)
+            except Exception:
+                logger.exception("HTTP handler failed path=%s", request.path)
+                return Response.text("internal server error\n", 500)
+        if allowed:
+            return Response(
+                405, b"Method Not Allowed\n", TEXT, [("Allow", ", ".join(dict.fromkeys(allowed)))]
+            )
+        return Response.text("404 page not found\n", 404)
+
+    @staticmethod
+    async def _stream(response: Response, receive: Receive, send: Send) -> None:
+        assert response.stream is not None
+        disconnected = False
+
+        async def write(chunk: bytes) -> None:
+            if chunk:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+        async with trio.open_nursery() as nursery:
+
+            async def watch_disconnect() -> None:
+                nonlocal disconnected
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                disconnected = True
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch_disconnect)
+            await write(response.body)
+            await response.stream(write)
+            nursery.cancel_scope.cancel()
+        if not disconnected:
+            await send({"type": "http.response.body", "body": b""})
+
+    @staticmethod
+    async def _lifespan(receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return

@@ -1,0 +1,286 @@
+"""Publishing pod statuses to the API server (``status_manager.go``: ``syncBatch``, ``syncPod``,
+``mergePodStatus``, ``canBeDeleted``).
+
+The in-process :class:`~kubelet_trio.status.manager.StatusManager` holds a versioned status per pod. This
+publisher sends a pod's status when its version is newer than the last one sent, and every
+``sync_period`` (10 s) it also re-sends any status the API copy has drifted from ("the kubelet is the
+source of truth"). Each send re-reads the pod, merges (conditions other agents own are kept; a terminal
+phase is held back while containers may still run; a pod never leaves a terminal phase) and PATCHes
+``pods/<name>/status`` with a JSON merge patch that carries ``metadata.uid`` as a precondition - nothing
+is sent when nothing changed. A 409 re-reads and retries with backoff; other failures wait for the
+next round. Static pods publish through their mirror pod.
+
+Deletion: once a pod with a ``deletionTimestamp`` has a terminal phase in the API and its worker has
+finished (containers stopped, cleanup done), the kubelet deletes the object for good: DELETE with
+``gracePeriodSeconds=0`` and a UID precondition. Pods without a ``deletionTimestamp`` are never deleted.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import attrs
+import trio
+import trio_util
+
+from kubelet_trio.api import Pod, PodCondition, PodStatus
+from kubelet_trio.client import ApiClient, ApiClientError, Conflict, Invalid, NotFound, merge_patch_diff
+from kubelet_trio.config.types import CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION
+from kubelet_trio.status.conditions import (
+    CONTAINERS_READY,
+    DISRUPTION_TARGET,
+    KUBELET_OWNED_CONDITIONS,
+    POD_COMPLETED,
+    POD_FAILED,
+    READY,
+)
+from kubelet_trio.status.manager import TERMINAL_PHASES, StatusManager, VersionedStatus
+
+__all__ = ["StatusPublisher", "merge_pod_status"]
+
+logger = logging.getLogger(__name__)
+
+SYNC_PERIOD = 10.0
+CONFLICT_RETRIES = 3
+CONFLICT_BACKOFF = 0.2
+
+
+class PodLookup(Protocol):
+    def get(self, uid: str) -> Pod | None: ...
+
+
+class WorkerState(Protocol):
+    def is_finished(self, uid: str) -> bool: ...
+
+    def could_have_running_containers(self, uid: str) -> bool: ...
+
+    async def wait_finished(self, uid: str) -> None: ...
+
+
+class PublisherHost(Protocol):
+    """What the publisher reads from the kubelet."""
+
+    status_manager: StatusManager
+    pod_manager: PodLookup
+    pod_workers: WorkerState
+
+
+def _terminal(phase: str | None) -> bool:
+    return phase in TERMINAL_PHASES
+
+
+def _is_static(pod: Pod) -> bool:
+    return pod.annotations.get("kubernetes.io/config.source", "api") != "api"
+
+
+def merge_pod_status(
+    api: PodStatus | None, new: PodStatus, *, could_have_running_containers: bool
+) -> PodStatus:
+    """Go ``mergePodStatus``: what to write over the API's ``api`` status."""
+    api = api or PodStatus()
+    transitioning = not _terminal(api.phase) and _terminal(new.phase)
+    conditions: list[PodCondition] = [
+        c for c in api.conditions or () if c.type not in KUBELET_OWNED_CONDITIONS
+    ]
+    for condition in new.conditions or ():
+        if condition.type in KUBELET_OWNED_CONDITIONS:
+            conditions.append(condition)
+        elif condition.type == DISRUPTION_TARGET and transitioning:
+            conditions = [c for c in conditions if c.type != DISRUPTION_TARGET] + [condition]
+    merged = attrs.evolve(new, conditions=tuple(conditions) or None)
+    if _terminal(api.phase) and not _terminal(merged.phase):
+        merged = attrs.evolve(
+            merged, phase=api.phase, reason=api.reason, message=api.message
+        )  # never leave it
+    elif transitioning and could_have_running_containers:
+        merged = attrs.evolve(merged, phase=api.phase, reason=api.reason, message=api.message)  # not yet
+    if _terminal(merged.phase):
+        reason = POD_COMPLETED if merged.phase == "Succeeded" else POD_FAILED
+        merged = attrs.evolve(
+            merged,
+            conditions=tuple(
+                attrs.evolve(c, status="False", reason=reason)
+                if c.type in (READY, CONTAINERS_READY) and c.status == "True"
+                else c
+                for c in merged.conditions or ()
+            )
+            or None,
+        )
+    return merged
+
+
+@attrs.define(eq=False)
+class StatusPublisher:
+    client: ApiClient
+    host: PublisherHost
+    mirror_pods: Callable[[], Mapping[str, Pod]] = dict  # full name -> mirror pod (from the API source)
+    sync_period: float = SYNC_PERIOD
+    patches: int = 0
+    deletes: int = 0
+    _sent: dict[str, int] = attrs.Factory(dict)  # uid -> status version the API has
+    _kick: trio_util.AsyncValue[int] = attrs.Factory(lambda: trio_util.AsyncValue(0))
+    _finish_waits: set[str] = attrs.Factory(set)
+    _nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        version = self.host.status_manager.version
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            next_sweep = trio.current_time() + self.sync_period
+            seen_version = seen_kick = -1
+            while True:
+                with trio.move_on_at(next_sweep):
+                    await trio_util.wait_any(
+                        functools.partial(version.wait_value, functools.partial(operator.ne, seen_version)),
+                        functools.partial(self._kick.wait_value, functools.partial(operator.ne, seen_kick)),
+                    )
+                seen_version, seen_kick = version.value, self._kick.value
+                full = trio.current_time() >= next_sweep
+                if full:
+                    next_sweep = trio.current_time() + self.sync_period
+                await self.sync_batch(full=full)
+
+    def kick(self) -> None:
+        self._kick.value += 1
+
+    async def sync_batch(self, *, full: bool) -> None:
+        entries = self.host.status_manager.all()
+        known = {entry.pod.uid for entry in entries}
+        for uid in [u for u in self._sent if u not in known]:
+            del self._sent[uid]
+        for entry in entries:
+            uid = entry.pod.uid
+            api_pod = self._api_pod(entry.pod)
+            if api_pod is None:
+                continue
+            pending_delete = self._deletion_pending(entry.pod, api_pod)
+            stale = self._sent.get(uid, 0) < entry.version
+            if not (stale or pending_delete or (full and self._needs_reconcile(entry, api_pod))):
+                continue
+            await self._sync_pod(entry, api_pod)
+
+    def _api_pod(self, pod: Pod) -> Pod | None:
+        """The API object the status goes to: the pod itself, or a static pod's current mirror pod."""
+        if not _is_static(pod):
+            return self.host.pod_manager.get(pod.uid)
+        mirror = self.mirror_pods().get(pod.full_name)
+        if mirror is None or mirror.annotations.get(CONFIG_MIRROR_ANNOTATION) != pod.annotations.get(
+            CONFIG_HASH_ANNOTATION
+        ):
+            return None
+        return mirror
+
+    def _deletion_pending(self, pod: Pod, api_pod: Pod) -> bool:
+        if _is_static(pod) or not (api_pod.metadata and api_pod.metadata.deletion_timestamp):
+            return False
+        workers = self.host.pod_workers
+        if workers.is_finished(pod.uid):
+            return True
+        if pod.uid not in self._finish_waits and self._nursery is not None:
+            self._finish_waits.add(pod.uid)
+            self._nursery.start_soon(self._wake_when_finished, pod.uid)
+        return False
+
+    async def _wake_when_finished(self, uid: str) -> None:
+        try:
+            await self.host.pod_workers.wait_finished(uid)
+        except KeyError:
+            return
+        finally:
+            self._finish_waits.discard(uid)
+        self.kick()
+
+    def _needs_reconcile(self, entry: VersionedStatus, api_pod: Pod) -> bool:
+        merged = merge_pod_status(
+            api_pod.status,
+            entry.status,
+            could_have_running_containers=self.host.pod_workers.could_have_running_containers(entry.pod.uid),
+        )
+        return merge_patch_diff((api_pod.status or PodStatus()).to_dict(), merged.to_dict()) != {}
+
+    async def _sync_pod(self, entry: VersionedStatus, api_pod: Pod) -> None:
+        pod = entry.pod
+        target_uid = api_pod.uid
+        path = f"/api/v1/namespaces/{api_pod.namespace}/pods/{api_pod.name}"
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                current = await self.client.get(path)
+                if (current.get("metadata") or {}).get("uid") != target_uid:
+                    logger.info(
+                        "pod was recreated, dropping its status pod=%s/%s uid=%s",
+                        pod.namespace,
+                        pod.name,
+                        target_uid,
+                    )
+                    self._sent[pod.uid] = entry.version
+                    return
+                api_status_dict: dict[str, Any] = current.get("status") or {}
+                merged = merge_pod_status(
+                    PodStatus.from_dict(api_status_dict),
+                    entry.status,
+                    could_have_running_containers=self.host.pod_workers.could_have_running_containers(
+                        pod.uid
+                    ),
+                )
+                patch = merge_patch_diff(api_status_dict, merged.to_dict())
+                if patch:
+                    current = await self.client.merge_patch(
+                        f"{path}/status", {"metadata": {"uid": target_uid}, "status": patch}
+                    )
+                    self.patches += 1
+                    logger.debug(
+                        "patched pod status pod=%s/%s uid=%s phase=%s",
+                        pod.namespace,
+                        pod.name,
+                        target_uid,
+                        merged.phase,
+                    )
+                self._sent[pod.uid] = entry.version
+                await self._maybe_delete(pod, current)
+                return
+            except NotFound:
+                self._sent[pod.uid] = entry.version  # gone from the API: nothing to publish to
+                return
+            except (Conflict, Invalid) as err:
+                logger.info(
+                    "status patch rejected, re-reading pod=%s/%s attempt=%d error=%s",
+                    pod.namespace,
+                    pod.name,
+                    attempt + 1,
+                    err,
+                )
+                await trio.sleep(CONFLICT_BACKOFF * 2**attempt)
+            except ApiClientError as err:
+                logger.warning("failed to update pod status pod=%s/%s error=%s", pod.namespace, pod.name, err)
+                return
+
+    async def _maybe_delete(self, pod: Pod, current: dict[str, Any]) -> None:
+        """``canBeDeleted``: deleting, not a mirror, terminal in the API, and the worker has finished."""
+        meta = current.get("metadata") or {}
+        if _is_static(pod) or not meta.get("deletionTimestamp"):
+            return
+        if CONFIG_MIRROR_ANNOTATION in (meta.get("annotations") or {}):
+            return
+        if not _terminal((current.get("status") or {}).get("phase")):
+            return
+        if not self.host.pod_workers.is_finished(pod.uid):
+            return
+        path = f"/api/v1/namespaces/{meta.get('namespace')}/pods/{meta.get('name')}"
+        try:
+            await self.client.delete(path, grace_period_seconds=0, uid=meta.get("uid"))
+            self.deletes += 1
+            logger.info(
+                "pod fully terminated and removed from the API pod=%s/%s uid=%s",
+                pod.namespace,
+                pod.name,
+                pod.uid,
+            )
+        except NotFound:
+            pass
+        except ApiClientError as err:
+            logger.warning("failed to delete pod pod=%s/%s error=%s", pod.namespace, pod.name, err)

@@ -1,0 +1,156 @@
+"""Atomic projection of a set of files into a volume directory (Go: ``pkg/volume/util/atomic_writer.go``).
+
+Readers in a container must never see a half-updated volume (a downward API ``labels`` file next to a
+stale ``annotations`` file). So the files are written into a fresh hidden directory
+``..<timestamp>.<random>``, the ``..data`` symlink is switched to it with one ``rename``, and the
+user-visible names are symlinks through ``..data``::
+
+    <dir>/labels        -> ..data/labels
+    <dir>/..data        -> ..2024_05_01_10_00_00.123456789
+    <dir>/..2024_05_01_10_00_00.123456789/labels
+
+Nothing is written when the payload equals what ``..data`` shows. Blocking; callers use ``run_sync``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+
+import attrs
+
+__all__ = ["DATA_DIR_NAME", "AtomicWriter", "FileProjection", "PayloadError", "validate_payload"]
+
+logger = logging.getLogger(__name__)
+
+DATA_DIR_NAME = "..data"
+NEW_DATA_DIR_NAME = "..data_tmp"
+MAX_PATH_LENGTH = 4096
+MAX_FILE_NAME_LENGTH = 255
+
+
+class PayloadError(ValueError):
+    """A payload path is absolute, climbs out of the volume, or starts with ``..``."""
+
+
+@attrs.frozen
+class FileProjection:
+    data: bytes
+    mode: int = 0o644
+
+
+def _validate_path(path: str) -> None:
+    if not path:
+        raise PayloadError("invalid path: must not be empty")
+    if len(path) > MAX_PATH_LENGTH:
+        raise PayloadError(f"invalid path: must be less than or equal to {MAX_PATH_LENGTH} characters")
+    if os.path.isabs(path):
+        raise PayloadError(f"invalid path: must be relative path: {path}")
+    for segment in path.split("/"):
+        if len(segment) > MAX_FILE_NAME_LENGTH:
+            raise PayloadError(f"invalid path: segments must be less than {MAX_FILE_NAME_LENGTH} characters")
+        if segment == "..":
+            raise PayloadError(f"invalid path: must not contain '..': {path}")
+    if path.startswith(".."):
+        raise PayloadError(f"invalid path: must not start with '..': {path}")
+
+
+def validate_payload(payload: Mapping[str, FileProjection]) -> dict[str, FileProjection]:
+    """Clean every path (``filepath.Clean``) after checking it."""
+    cleaned: dict[str, FileProjection] = {}
+    for path, projection in payload.items():
+        _validate_path(path)
+        cleaned[os.path.normpath(path)] = projection
+    return cleaned
+
+
+def _top_level(path: str) -> str:
+    return path.split("/", 1)[0]
+
+
+@attrs.define(eq=False)
+class AtomicWriter:
+    target_dir: str
+    log_context: str = ""
+
+    def write(
+        self, payload: Mapping[str, FileProjection], set_perms: Callable[[str], None] | None = None
+    ) -> bool:
+        """Project ``payload``; return True when something changed. ``set_perms(ts_dir)`` runs on the new
+        directory before it is published (fsGroup ownership)."""
+        cleaned = validate_payload(payload)
+        data_dir = os.path.join(self.target_dir, DATA_DIR_NAME)
+        try:
+            old_ts_name = os.readlink(data_dir)
+        except OSError:
+            old_ts_name = ""
+        old_ts_dir = os.path.join(self.target_dir, old_ts_name) if old_ts_name else ""
+        to_remove = self._paths_to_remove(cleaned, old_ts_dir)
+        if not self._should_write(cleaned, old_ts_dir) and not to_remove:
+            return False
+
+        ts_dir = tempfile.mkdtemp(
+            prefix=dt.datetime.now(dt.UTC).strftime("..%Y_%m_%d_%H_%M_%S."), dir=self.target_dir
+        )
+        os.chmod(ts_dir, 0o755)
+        try:
+            for path, projection in cleaned.items():
+                full = os.path.join(ts_dir, path)
+                os.makedirs(os.path.dirname(full), mode=0o755, exist_ok=True)
+                with open(full, "wb") as f:
+                    f.write(projection.data)
+                os.chmod(full, projection.mode)
+            if set_perms is not None:
+                set_perms(ts_dir)
+            self._create_user_visible(cleaned)
+            tmp_link = os.path.join(self.target_dir, NEW_DATA_DIR_NAME)
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp_link)
+            os.symlink(os.path.basename(ts_dir), tmp_link)
+            os.rename(tmp_link, data_dir)
+        except BaseException:
+            shutil.rmtree(ts_dir, ignore_errors=True)
+            raise
+        for path in to_remove:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(self.target_dir, path))
+        if old_ts_dir:
+            shutil.rmtree(old_ts_dir, ignore_errors=True)
+        logger.debug("volume files updated %s dir=%s", self.log_context, self.target_dir)
+        return True
+
+    def _should_write(self, payload: Mapping[str, FileProjection], old_ts_dir: str) -> bool:
+        if not old_ts_dir:
+            return True
+        for path, projection in payload.items():
+            full = os.path.join(old_ts_dir, path)
+            try:
+                with open(full, "rb") as f:
+                    if f.read() != projection.data:
+                        return True
+                if (os.stat(full).st_mode & 0o7777) != projection.mode:
+                    return True
+            except OSError:
+                return True
+            if not os.path.lexists(os.path.join(self.target_dir, _top_level(path))):
+                return True
+        return False
+
+    def _paths_to_remove(self, payload: Mapping[str, FileProjection], old_ts_dir: str) -> set[str]:
+        """User-visible top-level names of the old payload that the new one no longer has."""
+        if not old_ts_dir or not os.path.isdir(old_ts_dir):
+            return set()
+        old = set(os.listdir(old_ts_dir))
+        new = {_top_level(p) for p in payload}
+        return old - new
+
+    def _create_user_visible(self, payload: Mapping[str, FileProjection]) -> None:
+        for top in {_top_level(p) for p in payload}:
+            visible = os.path.join(self.target_dir, top)
+            if not os.path.lexists(visible):
+                os.symlink(os.path.join(DATA_DIR_NAME, top), visible)

@@ -1,0 +1,103 @@
+"""emptyDir volumes (Go: ``pkg/volume/emptydir/empty_dir.go``).
+
+A directory (mode 0777) under the pod's volume directory; with ``medium: Memory`` a tmpfs mounted there,
+sized by ``sizeLimit``, else by the pod's memory limit, else by the node's allocatable memory. The volume
+lives as long as the pod: created before its first container starts, removed after its last stops.
+
+``sizeLimit`` of a disk-backed emptyDir is not enforced (the Go kubelet's eviction manager does that).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+from collections.abc import Sequence
+
+from kubelet_trio.api import Container, EmptyDirVolumeSource, Pod
+from kubelet_trio.fsio import RunSync
+from kubelet_trio.kuberuntime.resources import NodeAllocatable
+from kubelet_trio.volumemanager.mounter import Mounter, MountFailed
+from kubelet_trio.volumemanager.ownership import set_volume_ownership
+
+__all__ = ["EMPTY_DIR_MODE", "memory_volume_size", "set_up_empty_dir", "tear_down_empty_dir"]
+
+logger = logging.getLogger(__name__)
+
+EMPTY_DIR_MODE = 0o777
+
+
+def _pod_memory_limit(pod: Pod) -> int | None:
+    """Go's ``PodLimits`` for memory: the sum over app containers, at least each init container's; None
+    when some container has no limit."""
+    spec = pod.spec
+    if spec is None:
+        return None
+
+    def limit(containers: Sequence[Container]) -> list[int | None]:
+        values: list[int | None] = []
+        for c in containers:
+            quantity = (c.resources.limits or {}).get("memory") if c.resources else None
+            values.append(quantity.int_value() if quantity is not None else None)
+        return values
+
+    app = limit(spec.containers or ())
+    init = limit(spec.init_containers or ())
+    if not app or None in app or None in init:
+        return None
+    total = sum(v for v in app if v is not None)
+    return max([total, *(v for v in init if v is not None)])
+
+
+def memory_volume_size(
+    pod: Pod, source: EmptyDirVolumeSource, allocatable: NodeAllocatable | None
+) -> int | None:
+    """The tmpfs size of a memory-backed emptyDir (``SizeMemoryBackedVolumes``)."""
+    if source.size_limit is not None and source.size_limit.int_value() > 0:
+        return source.size_limit.int_value()
+    pod_limit = _pod_memory_limit(pod)
+    if pod_limit:
+        return pod_limit
+    if allocatable is not None and allocatable.memory > 0:
+        return allocatable.memory
+    return None
+
+
+def _make_dir(path: str) -> None:
+    os.makedirs(path, exist_ok=True)
+    os.chmod(path, EMPTY_DIR_MODE)
+
+
+async def set_up_empty_dir(
+    path: str,
+    pod: Pod,
+    source: EmptyDirVolumeSource,
+    *,
+    mounter: Mounter,
+    run_sync: RunSync,
+    allocatable: NodeAllocatable | None,
+    fs_group: int | None,
+) -> None:
+    """Idempotent: an existing directory (or tmpfs) is kept. Raises ValueError / MountFailed."""
+    medium = source.medium or ""
+    if medium not in ("", "Memory"):
+        raise ValueError(f"unsupported emptyDir medium {medium!r}")
+    await run_sync(os.makedirs, path, 0o750, True)
+    if medium == "Memory" and not await run_sync(mounter.is_mount_point, path):
+        size = memory_volume_size(pod, source, allocatable)
+        try:
+            await mounter.mount_tmpfs(path, size)
+        except OSError as err:
+            raise MountFailed(
+                f"cannot mount a tmpfs for a memory-backed emptyDir (the kubelet must run as root): {err}"
+            ) from err
+    await run_sync(_make_dir, path)
+    await run_sync(set_volume_ownership, path, fs_group, False)
+
+
+async def tear_down_empty_dir(path: str, *, mounter: Mounter, run_sync: RunSync) -> None:
+    if await run_sync(mounter.is_mount_point, path):
+        await mounter.unmount(path)
+    with contextlib.suppress(FileNotFoundError):
+        await run_sync(shutil.rmtree, path)

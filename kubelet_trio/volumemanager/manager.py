@@ -1,0 +1,226 @@
+"""The volume manager: set up a pod's local volumes before its containers start, tear them down after
+they stopped (Go: ``pkg/kubelet/volumemanager``, ``WaitForAttachAndMount`` / ``WaitForUnmount``, and
+``kubelet_volumes.go`` ``cleanupOrphanedPodDirs``).
+
+Go runs a reconciler loop against a desired/actual state of the world; here the pod worker calls
+:meth:`VolumeManager.mount_pod` at the start of every sync (idempotent: emptyDir and hostPath are set up
+once, downwardAPI/configMap/secret/projected files are re-projected so label and object changes reach
+running containers) and :meth:`VolumeManager.unmount_pod` once the pod is terminated. Only volumes that
+some container mounts are set up, like Go. A failure affects only that pod: it is reported as a
+``FailedMount`` event per volume and the sync is retried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+from collections.abc import Callable, Collection, Mapping
+
+import attrs
+
+from kubelet_trio.api import Pod, Volume
+from kubelet_trio.fsio import RunSync, run_in_thread
+from kubelet_trio.kuberuntime.envvars import NO_OBJECTS, ObjectStore
+from kubelet_trio.kuberuntime.resources import NodeAllocatable
+from kubelet_trio.volumemanager.atomic_writer import AtomicWriter, FileProjection
+from kubelet_trio.volumemanager.emptydir import set_up_empty_dir
+from kubelet_trio.volumemanager.errors import MountError, VolumeError
+from kubelet_trio.volumemanager.hostpath import check_host_path
+from kubelet_trio.volumemanager.mounter import Mounter, SystemMounter
+from kubelet_trio.volumemanager.ownership import set_volume_ownership
+from kubelet_trio.volumemanager.paths import (
+    CONFIG_MAP_PLUGIN,
+    DOWNWARD_API_PLUGIN,
+    EMPTY_DIR_PLUGIN,
+    PROJECTED_PLUGIN,
+    SECRET_PLUGIN,
+    pod_dir,
+    pod_volume_dir,
+    pods_dir,
+)
+from kubelet_trio.volumemanager.projection import (
+    config_map_volume_payload,
+    downward_api_payload,
+    projected_payload,
+    secret_volume_payload,
+)
+
+__all__ = ["MountedVolume", "VolumeManager", "referenced_volumes"]
+
+logger = logging.getLogger(__name__)
+
+PodEvent = Callable[[Pod, str, str, str], None]
+PROJECTED_DIR_MODE = 0o777
+
+
+@attrs.frozen
+class MountedVolume:
+    """A volume ready to be bind-mounted: ``read_only`` when the plugin requires it (projected files)."""
+
+    name: str
+    kind: str
+    host_path: str
+    read_only: bool = False
+
+
+def referenced_volumes(pod: Pod) -> list[Volume]:
+    """The pod's volumes that at least one container mounts, in spec order."""
+    spec = pod.spec
+    if spec is None:
+        return []
+    used = {m.name for c in spec.all_containers() for m in c.volume_mounts or ()}
+    return [v for v in spec.volumes or () if v.name in used]
+
+
+def _write_projection(
+    path: str, payload: Mapping[str, FileProjection], fs_group: int | None, context: str
+) -> None:
+    os.makedirs(path, exist_ok=True)
+    os.chmod(path, PROJECTED_DIR_MODE)
+    writer = AtomicWriter(path, context)
+    writer.write(payload, lambda ts_dir: set_volume_ownership(ts_dir, fs_group, read_only=True))
+
+
+def _remove_volumes(volumes_dir: str, is_mount_point: Callable[[str], bool]) -> list[str]:
+    """Every mounted volume directory under ``volumes_dir`` (to unmount first)."""
+    mounted: list[str] = []
+    with contextlib.suppress(FileNotFoundError):
+        for plugin in os.scandir(volumes_dir):
+            if not plugin.is_dir(follow_symlinks=False):
+                continue
+            for volume in os.scandir(plugin.path):
+                if volume.is_dir(follow_symlinks=False) and is_mount_point(volume.path):
+                    mounted.append(volume.path)
+    return mounted
+
+
+@attrs.define(eq=False, kw_only=True)
+class VolumeManager:
+    """Local volumes of every pod of the node under ``<root_dir>/pods/<uid>/volumes``."""
+
+    root_dir: str
+    run_sync: RunSync = run_in_thread
+    objects: ObjectStore = NO_OBJECTS
+    mounter: Mounter = attrs.field(factory=SystemMounter)
+    allocatable: NodeAllocatable | None = None
+    events: PodEvent | None = None
+    _mounted: dict[str, dict[str, MountedVolume]] = attrs.field(factory=dict, init=False)
+
+    def mounted_volumes(self, uid: str) -> Mapping[str, MountedVolume]:
+        """``GetMountedVolumesForPod``: name → volume, for building container mounts."""
+        return dict(self._mounted.get(uid, {}))
+
+    def pod_dir(self, uid: str) -> str:
+        return pod_dir(self.root_dir, uid)
+
+    async def mount_pod(self, pod: Pod) -> Mapping[str, MountedVolume]:
+        """Set up every referenced volume; raise :class:`MountError` naming the ones that failed."""
+        uid = pod.uid
+        mounted = self._mounted.setdefault(uid, {})
+        errors: list[VolumeError] = []
+        for volume in referenced_volumes(pod):
+            name = volume.name or ""
+            try:
+                mounted[name] = await self._set_up(pod, volume, mounted.get(name))
+            except (ValueError, OSError) as err:
+                error = VolumeError(name, str(err))
+                errors.append(error)
+                logger.warning(
+                    "volume setup failed pod=%s/%s uid=%s volume=%s err=%s",
+                    pod.namespace,
+                    pod.name,
+                    uid,
+                    name,
+                    err,
+                )
+                if self.events is not None:
+                    self.events(pod, "Warning", "FailedMount", str(error))
+        if errors:
+            raise MountError(errors)
+        return dict(mounted)
+
+    async def _set_up(self, pod: Pod, volume: Volume, current: MountedVolume | None) -> MountedVolume:
+        name = volume.name or ""
+        uid = pod.uid
+        pod_sc = pod.spec.security_context if pod.spec else None
+        fs_group = pod_sc.fs_group if pod_sc else None
+        context = f"pod={pod.namespace}/{pod.name} uid={uid} volume={name}"
+        if volume.empty_dir is not None:
+            if current is not None:
+                return current
+            path = pod_volume_dir(self.root_dir, uid, EMPTY_DIR_PLUGIN, name)
+            await set_up_empty_dir(
+                path,
+                pod,
+                volume.empty_dir,
+                mounter=self.mounter,
+                run_sync=self.run_sync,
+                allocatable=self.allocatable,
+                fs_group=fs_group,
+            )
+            logger.info("volume set up %s kind=emptyDir medium=%s", context, volume.empty_dir.medium or "")
+            return MountedVolume(name, "emptyDir", path)
+        if volume.host_path is not None:
+            if current is not None:
+                return current
+            path = await self.run_sync(check_host_path, volume.host_path)
+            return MountedVolume(name, "hostPath", path)
+        if volume.downward_api is not None:
+            source = volume.downward_api
+            payload = downward_api_payload(pod, source.items, source.default_mode, self.allocatable)
+            plugin, kind = DOWNWARD_API_PLUGIN, "downwardAPI"
+        elif volume.config_map is not None:
+            payload = config_map_volume_payload(pod, volume.config_map, self.objects)
+            plugin, kind = CONFIG_MAP_PLUGIN, "configMap"
+        elif volume.secret is not None:
+            payload = secret_volume_payload(pod, volume.secret, self.objects)
+            plugin, kind = SECRET_PLUGIN, "secret"
+        elif volume.projected is not None:
+            payload = projected_payload(pod, volume.projected, self.objects, self.allocatable)
+            plugin, kind = PROJECTED_PLUGIN, "projected"
+        else:
+            kinds = ", ".join(volume.source_kinds()) or "none"
+            raise ValueError(f"volume type {kinds} is not supported by this kubelet")
+        path = pod_volume_dir(self.root_dir, uid, plugin, name)
+        await self.run_sync(_write_projection, path, payload, fs_group, context)
+        return MountedVolume(name, kind, path, read_only=True)
+
+    async def unmount_pod(self, uid: str) -> None:
+        """Tear down every volume of the pod (unmount tmpfs, remove the directories). hostPath volumes
+        are left alone. Raises :class:`MountError` when an unmount fails."""
+        volumes_dir = os.path.join(pod_dir(self.root_dir, uid), "volumes")
+        errors: list[VolumeError] = []
+        for path in await self.run_sync(_remove_volumes, volumes_dir, self.mounter.is_mount_point):
+            try:
+                await self.mounter.unmount(path)
+            except OSError as err:
+                errors.append(
+                    VolumeError(os.path.basename(path), str(err), operation="UnmountVolume.TearDown")
+                )
+        if errors:
+            raise MountError(errors)
+        await self.run_sync(shutil.rmtree, volumes_dir, True)
+        self._mounted.pop(uid, None)
+        logger.debug("volumes torn down uid=%s", uid)
+
+    async def cleanup_orphaned_pod_dirs(self, keep: Collection[str]) -> list[str]:
+        """Remove the directories of pods that are neither desired nor possibly running (housekeeping)."""
+        try:
+            uids = await self.run_sync(os.listdir, pods_dir(self.root_dir))
+        except FileNotFoundError:
+            return []
+        removed: list[str] = []
+        for uid in uids:
+            if uid in keep:
+                continue
+            try:
+                await self.unmount_pod(uid)
+                await self.run_sync(shutil.rmtree, pod_dir(self.root_dir, uid), True)
+            except (OSError, MountError) as err:
+                logger.warning("cannot clean up orphaned pod directory uid=%s err=%s", uid, err)
+                continue
+            removed.append(uid)
+            logger.info("removed orphaned pod directory uid=%s", uid)
+        return removed

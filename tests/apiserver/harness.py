@@ -1,0 +1,134 @@
+"""An API-mode node for tests: a Kubelet on SimRuntime, fed by (and reporting to) a fake API server.
+
+::
+
+    async with open_fake_api(now=clock.now) as api, open_api_node(api, clock=clock) as node:
+        api.create_pod(manifest)           # the scheduler's part: spec.nodeName = node.name
+        await api.wait_for(lambda: api.pod("web")["status"]["phase"] == "Running")
+
+Static pods are fed through a ``file`` source the test controls (``node.set_static_pods``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import attrs
+import trio
+
+from kubelet_trio.api import Pod, default_pod
+from kubelet_trio.apimode import ApiMode, ApiModeOptions, api_pod_source, attach_api_mode
+from kubelet_trio.client import ApiClient
+from kubelet_trio.clock import WallClock
+from kubelet_trio.config.podconfig import PodConfig
+from kubelet_trio.config.static import make_static_pod
+from kubelet_trio.config.types import API_SOURCE, FILE_SOURCE, SourceSet
+from kubelet_trio.cri.runtime import Runtime
+from kubelet_trio.fsio import RunSync, run_inline
+from kubelet_trio.kubelet import Kubelet, KubeletConfig
+from kubelet_trio.nodestatus import MachineInfo
+from kubelet_trio.sim.runtime import SimRuntime
+from tests.fakeapi import FakeApi
+
+MACHINE = MachineInfo(
+    num_cores=4,
+    memory_bytes=8 * 1024**3,
+    ephemeral_storage_bytes=100 * 1024**3,
+    machine_id="0123456789abcdef0123456789abcdef",
+    system_uuid="4c4c4544-0000-0000-0000-000000000000",
+    boot_id="11111111-2222-3333-4444-555555555555",
+    kernel_version="6.1.0-test",
+    os_image="Debian GNU/Linux 12 (bookworm)",
+    operating_system="linux",
+    architecture="amd64",
+)
+
+SIM = "sim.kubelet-trio.io/"
+
+
+def pod_manifest(
+    name: str,
+    containers: Mapping[str, str],
+    *,
+    node: str = "node-1",
+    restart_policy: str = "Always",
+    **spec: Any,
+) -> dict[str, Any]:
+    """A pod bound to ``node`` whose containers follow SimRuntime scripts (``run``, ``exit 1 after 5s``)."""
+    return {
+        "metadata": {"name": name, "annotations": {SIM + c: s for c, s in containers.items()}},
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": restart_policy,
+            "containers": [{"name": c, "image": "registry.sim/busybox:1.36"} for c in containers],
+            **spec,
+        },
+    }
+
+
+@attrs.define(eq=False)
+class ApiNode:
+    name: str
+    kubelet: Kubelet
+    sim: Any  # the runtime: a SimRuntime unless one was passed
+    mode: ApiMode
+    client: ApiClient
+    _static: trio.MemorySendChannel[SourceSet]
+
+    async def set_static_pods(self, *manifests: Mapping[str, Any]) -> list[Pod]:
+        pods = [
+            make_static_pod(
+                default_pod(Pod.from_dict(dict(m))),
+                node_name=self.name,
+                source=FILE_SOURCE,
+                origin=f"file:/{i}",
+            )
+            for i, m in enumerate(manifests)
+        ]
+        await self._static.send(SourceSet(FILE_SOURCE, tuple(pods)))
+        return pods
+
+
+@contextlib.asynccontextmanager
+async def open_api_node(
+    api: FakeApi | None,
+    name: str = "node-1",
+    *,
+    clock: WallClock | None = None,
+    sim: Runtime | None = None,
+    client: ApiClient | None = None,
+    run_sync: RunSync = run_inline,
+    options: ApiModeOptions | None = None,
+    **config: Any,
+) -> AsyncIterator[ApiNode]:
+    """A node on ``sim`` (default: a new SimRuntime; any Runtime works) talking to ``api`` through its
+    in-process transport, or through ``client`` when given (a real loopback connection)."""
+    clock = clock or WallClock()
+    sim = sim or SimRuntime(clock=clock, run_sync=run_inline)
+    options = options or ApiModeOptions(machine=MACHINE)
+    with tempfile.TemporaryDirectory(prefix="kubelet-trio-apinode-") as tmp:
+        kubelet_config = KubeletConfig(
+            node_name=name,
+            pod_logs_dir=f"{tmp}/pod-logs",
+            root_dir=f"{tmp}/root",
+            node_ips=config.pop("node_ips", ("192.0.2.10",)),
+            **config,
+        )
+        pod_config = PodConfig(sources=(API_SOURCE, FILE_SOURCE), now=clock.now)
+        static = pod_config.source_channel(FILE_SOURCE)
+        async with contextlib.AsyncExitStack() as stack:
+            if client is None:
+                assert api is not None, "open_api_node needs a fake API server or a client"
+                client = await stack.enter_async_context(api.client())
+            await stack.enter_async_context(static)
+            nursery = await stack.enter_async_context(trio.open_nursery())
+            source = api_pod_source(client, pod_config, name)
+            kubelet = Kubelet(kubelet_config, sim, pod_config, [source], clock=clock, run_sync=run_sync)
+            mode = attach_api_mode(kubelet, client, source, options)
+            await nursery.start(kubelet.run)
+            await static.send(SourceSet(FILE_SOURCE, ()))
+            yield ApiNode(name, kubelet, sim, mode, client, static)
+            nursery.cancel_scope.cancel()

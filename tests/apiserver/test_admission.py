@@ -1,0 +1,141 @@
+"""Admission: the predicates alone, and rejections seen through the fake API server (MockClock)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+import trio.testing
+
+from kubelet_trio.admission import NodeView, PredicateAdmitHandler, pod_requests
+from kubelet_trio.api import Pod, default_pod
+from kubelet_trio.apimode import ApiModeOptions
+from kubelet_trio.clock import WallClock
+from tests.apiserver.harness import MACHINE, open_api_node, pod_manifest
+from tests.apiserver.test_pods import phase, running
+from tests.fakeapi import open_fake_api
+
+NODE = NodeView(
+    "node-1",
+    {"cpu": "2", "memory": "1Gi", "ephemeral-storage": "10Gi", "pods": "3"},
+    labels={"kubernetes.io/os": "linux", "disk": "ssd"},
+    taints=({"key": "dedicated", "value": "x", "effect": "NoExecute"},),
+)
+
+
+def pod(name: str, *, cpu: str | None = None, memory: str | None = None, **spec: Any) -> Pod:
+    resources: dict[str, Any] = {}
+    if cpu or memory:
+        resources["requests"] = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
+    tolerations = spec.pop("tolerations", [{"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}])
+    body = {
+        "metadata": {"name": name, "namespace": "default", "uid": name},
+        "spec": {
+            "nodeName": "node-1",
+            "tolerations": tolerations,
+            "containers": [{"name": "c", "image": "i", "resources": resources, **spec.pop("container", {})}],
+            **spec,
+        },
+    }
+    return default_pod(Pod.from_dict(body))
+
+
+def test_requests_sum_containers_and_take_the_largest_init_container() -> None:
+    p = default_pod(
+        Pod.from_dict(
+            {
+                "spec": {
+                    "containers": [
+                        {"name": "a", "image": "i", "resources": {"requests": {"cpu": "100m"}}},
+                        {
+                            "name": "b",
+                            "image": "i",
+                            "resources": {"limits": {"cpu": "200m", "memory": "1Mi"}},
+                        },
+                    ],
+                    "initContainers": [
+                        {"name": "i", "image": "i", "resources": {"requests": {"cpu": "500m"}}}
+                    ],
+                }
+            }
+        )
+    )
+    assert pod_requests(p) == {"cpu": 500, "memory": 1024 * 1024}
+
+
+def test_predicates_in_go_order() -> None:
+    admit = PredicateAdmitHandler(lambda: NODE)
+    running_pod = pod("big", cpu="1500m")
+    assert admit(pod("ok", cpu="500m"), [running_pod]) is None
+    cpu = admit(pod("cpu", cpu="600m"), [running_pod])
+    assert cpu is not None and cpu.reason == "OutOfcpu"
+    assert cpu.message == "Node didn't have enough resource: cpu, requested: 600, used: 1500, capacity: 2000"
+    memory = admit(pod("mem", memory="2Gi"), [])
+    assert memory is not None and memory.reason == "OutOfmemory"
+    pods = admit(pod("many"), [pod("a"), pod("b"), pod("c")])
+    assert pods is not None and pods.reason == "OutOfpods"
+    assert pods.message == "Node didn't have enough resource: pods, requested: 1, used: 3, capacity: 3"
+    selector = admit(pod("sel", nodeSelector={"disk": "hdd"}), [])
+    assert selector is not None and selector.reason == "NodeAffinity"
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}
+                ]
+            }
+        }
+    }
+    assert admit(pod("aff", affinity=affinity), []) is None
+    port = {"ports": [{"containerPort": 80, "hostPort": 8080}]}
+    clash = admit(pod("p2", container=port), [pod("p1", container=port)])
+    assert clash is not None and clash.reason == "NodePorts"
+    taint = admit(pod("t", tolerations=[]), [])
+    assert taint is not None and taint.reason == "TaintToleration"
+    os_mismatch = admit(pod("w", nodeSelector={"kubernetes.io/os": "windows"}), [])
+    assert os_mismatch is not None and os_mismatch.reason == "PodOSSelectorNodeLabelDoesNotMatch"
+    # The first failure decides: too many pods and too much cpu -> OutOfpods.
+    both = admit(pod("x", cpu="5"), [pod("a"), pod("b"), pod("c")])
+    assert both is not None and both.reason == "OutOfpods"
+
+
+async def test_rejected_pods_fail_in_creation_order(autojump_clock: trio.testing.MockClock) -> None:
+    clock = WallClock()
+    options = ApiModeOptions(machine=MACHINE, max_pods=2)  # 4 CPUs, 2 pods
+    async with open_fake_api(now=clock.now) as api:
+        cpu = {"resources": {"requests": {"cpu": "3"}}}
+        for name in ("z-first", "a-second"):  # created in this order: names sort the other way
+            manifest = pod_manifest(name, {"app": "run"})
+            manifest["spec"]["containers"][0].update(cpu)
+            api.create_pod(manifest)
+            await trio.sleep(1)
+        async with open_api_node(api, clock=clock, options=options) as node:
+            with trio.fail_after(30):
+                await api.wait_for(lambda: running(api, "z-first") and phase(api, "a-second") == "Failed")
+            status = api.pod("a-second")["status"]
+            assert status["reason"] == "OutOfcpu"
+            assert status["message"] == (
+                "Pod was rejected: Node didn't have enough resource: cpu, "
+                "requested: 3000, used: 3000, capacity: 4000"
+            )
+            api.create_pod(pod_manifest("small-1", {"app": "run"}))
+            api.create_pod(pod_manifest("small-2", {"app": "run"}))
+            with trio.fail_after(30):
+                await api.wait_for(lambda: running(api, "small-1") and phase(api, "small-2") == "Failed")
+            assert api.pod("small-2")["status"]["reason"] == "OutOfpods"
+            await trio.sleep(30)  # never retried, never started
+            assert phase(api, "a-second") == "Failed" and phase(api, "small-2") == "Failed"
+            started = {c.labels["io.kubernetes.pod.name"] for c in await node.sim.list_containers()}
+            assert started == {"z-first", "small-1"}
+            warnings = {e["reason"] for e in api.events("default") if e["type"] == "Warning"}
+            assert {"OutOfcpu", "OutOfpods"} <= warnings
+            # A rejected pod is terminal: deleting it removes it at once, and the kubelet forgets it.
+            rejected_uid = api.pod("a-second")["metadata"]["uid"]
+            assert rejected_uid in node.kubelet.rejected
+            api.store.delete("pods", "default", "a-second")
+            assert not api.has_pod("a-second")
+            await trio.sleep(5)
+            assert "a-second" not in {p.name for p in node.kubelet.pod_manager.pods()}
+            assert not node.kubelet.rejected & {
+                api_uid for api_uid in ["00000000-0000-4000-8000-000000000002"]
+            }

@@ -1,0 +1,169 @@
+"""Pods through the API on SimRuntime + the in-process fake API server (MockClock): status publishing,
+graceful deletion, mirror pods and events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+import trio.testing
+
+from kubelet_trio.clock import WallClock
+from tests.apiserver.harness import open_api_node, pod_manifest
+from tests.fakeapi import FakeApi, open_fake_api
+
+
+def phase(api: FakeApi, name: str) -> str | None:
+    return api.pod(name).get("status", {}).get("phase") if api.has_pod(name) else None
+
+
+def api_container(api: FakeApi, name: str, container: str) -> dict[str, Any]:
+    for c in api.pod(name)["status"].get("containerStatuses") or ():
+        if c["name"] == container:
+            return c
+    raise AssertionError(f"no status for {container} in {api.pod(name)['status']}")
+
+
+def running(api: FakeApi, name: str) -> bool:
+    if not api.has_pod(name):
+        return False
+    try:
+        return "running" in api_container(api, name, "app")["state"]
+    except (AssertionError, KeyError):
+        return False
+
+
+async def test_pod_runs_and_status_is_published(autojump_clock: trio.testing.MockClock) -> None:
+    clock = WallClock()
+    async with open_fake_api(now=clock.now) as api, open_api_node(api, clock=clock):
+        api.create_pod(pod_manifest("web", {"app": "run"}))
+        with trio.fail_after(30):
+            await api.wait_for(lambda: running(api, "web") and phase(api, "web") == "Running")
+        status = api.pod("web")["status"]
+        conditions = {c["type"]: c["status"] for c in status["conditions"]}
+        assert conditions == {
+            "PodReadyToStartContainers": "True",
+            "Initialized": "True",
+            "Ready": "True",
+            "ContainersReady": "True",
+            "PodScheduled": "True",
+        }
+        app = api_container(api, "web", "app")
+        assert app["ready"] is True and app["restartCount"] == 0
+        assert status["hostIP"] == "192.0.2.10" and status["podIP"]
+        # Every status write carried the UID precondition and was a merge patch.
+        patches = api.app.requests_for("PATCH", r"/pods/web/status$")
+        assert patches and all(
+            p.body["metadata"] == {"uid": api.pod("web")["metadata"]["uid"]} for p in patches
+        )
+        assert all(p.content_type == "application/merge-patch+json" for p in patches)
+        # Nothing changes: the 10 s reconcile sends nothing more.
+        count = len(patches)
+        await trio.sleep(60)
+        assert len(api.app.requests_for("PATCH", r"/pods/web/status$")) == count
+
+        # A label change is an UPDATE, not a restart.
+        container_id = app["containerID"]
+        api.store.patch("pods", "default", "web", {"metadata": {"labels": {"version": "2"}}})
+        await trio.sleep(30)
+        app = api_container(api, "web", "app")
+        assert app["containerID"] == container_id and app["restartCount"] == 0
+        assert "running" in app["state"]
+
+
+async def test_graceful_delete_stops_containers_then_removes_the_pod(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    clock = WallClock()
+    async with open_fake_api(now=clock.now) as api, open_api_node(api, clock=clock) as node:
+        api.create_pod(pod_manifest("web", {"app": "run"}, terminationGracePeriodSeconds=20))
+        with trio.fail_after(30):
+            await api.wait_for(lambda: running(api, "web"))
+        uid = api.pod("web")["metadata"]["uid"]
+        api.store.delete("pods", "default", "web")  # graceful: deletionTimestamp + 20 s
+        assert api.pod("web")["metadata"]["deletionGracePeriodSeconds"] == 20
+        start = trio.current_time()
+        with trio.fail_after(60):
+            await api.wait_for(lambda: not api.has_pod("web"))
+        assert trio.current_time() - start < 20  # SIGTERM stopped it at once: no need to wait out 20 s
+        assert node.kubelet.pod_workers.is_finished(uid) or not node.kubelet.pod_workers.is_known(uid)
+        assert not [c for c in await node.sim.list_containers() if c.state == 1]  # nothing running
+        final = api.app.requests_for("DELETE", r"/pods/web$")[-1]
+        assert final.body["gracePeriodSeconds"] == 0
+        assert final.body["preconditions"] == {"uid": uid}
+        # The terminal phase was published before the final DELETE.
+        order = [r for r in api.app.requests if r.path.endswith("/pods/web/status") or r is final]
+        terminal = [
+            i
+            for i, r in enumerate(order)
+            if r.method == "PATCH" and r.body["status"].get("phase") == "Failed"
+        ]
+        assert terminal and terminal[-1] < order.index(final)
+
+
+async def test_static_pod_gets_a_mirror_pod(autojump_clock: trio.testing.MockClock) -> None:
+    clock = WallClock()
+    async with open_fake_api(now=clock.now) as api, open_api_node(api, clock=clock) as node:
+        (static,) = await node.set_static_pods(
+            {
+                "metadata": {"name": "etcd", "annotations": {"sim.kubelet-trio.io/app": "run"}},
+                "spec": {"containers": [{"name": "app", "image": "registry.sim/busybox:1.36"}]},
+            }
+        )
+        with trio.fail_after(30):
+            await api.wait_for(lambda: running(api, "etcd-node-1"))
+        mirror = api.pod("etcd-node-1")
+        meta = mirror["metadata"]
+        assert (
+            meta["annotations"]["kubernetes.io/config.mirror"]
+            == static.annotations["kubernetes.io/config.hash"]
+        )
+        assert meta["ownerReferences"] == [
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "name": "node-1",
+                "uid": api.node("node-1")["metadata"]["uid"],
+                "controller": True,
+            }
+        ]
+        assert meta["uid"] != static.uid
+        assert mirror["status"]["phase"] == "Running"  # the static pod's status, published through it
+        assert not node.kubelet.pod_manager.get(meta["uid"])  # the mirror is not run as a pod
+
+        # Deleted by someone: recreated (a new UID), the static pod keeps running.
+        api.store.delete("pods", "default", "etcd-node-1", grace_period_seconds=0)
+        with trio.fail_after(10):
+            await api.wait_for(lambda: api.has_pod("etcd-node-1"))
+        assert api.pod("etcd-node-1")["metadata"]["uid"] != meta["uid"]
+
+        # The manifest goes away: so does the mirror pod.
+        await node.set_static_pods()
+        with trio.fail_after(10):
+            await api.wait_for(lambda: not api.has_pod("etcd-node-1"))
+
+
+async def test_events_are_recorded_and_aggregated(autojump_clock: trio.testing.MockClock) -> None:
+    clock = WallClock()
+    async with open_fake_api(now=clock.now) as api, open_api_node(api, clock=clock):
+        api.create_pod(pod_manifest("crash", {"app": "exit 1 after 1s"}))
+        api.create_pod(pod_manifest("web", {"app": "run"}))
+        with trio.fail_after(30):
+            await api.wait_for(lambda: running(api, "web"))
+        api.store.delete("pods", "default", "web")
+        await trio.sleep(120)
+
+        def reasons(name: str) -> dict[str, dict[str, Any]]:
+            return {e["reason"]: e for e in api.events("default") if e["involvedObject"]["name"] == name}
+
+        web = reasons("web")
+        assert {"Pulled", "Created", "Started", "Killing"} <= set(web), set(web)
+        started = web["Started"]
+        assert started["involvedObject"]["kind"] == "Pod" and started["type"] == "Normal"
+        assert started["source"] == {"component": "kubelet", "host": "node-1"}
+        crash = reasons("crash")
+        assert crash["BackOff"]["type"] == "Warning"
+        assert crash["BackOff"]["count"] > 1  # repeats are counted on one Event, not re-created
+        assert len([e for e in api.events("default") if e["reason"] == "BackOff"]) == 1
+        node_events = {e["reason"] for e in api.events("default") if e["involvedObject"]["kind"] == "Node"}
+        assert {"Starting", "NodeReady"} <= node_events

@@ -1,0 +1,121 @@
+"""The daemon as a process: it serves, and SIGTERM stops it at once, leaving its pods running."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import trio
+
+from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.cri.remote import open_cri_runtime
+from kubelet_trio.kuberuntime.labels import node_selector
+from kubelet_trio.testing.env import LocalCriEnvironment
+from tests.runonce.pods import WEB, write_manifests
+
+STOP_WITHIN = 2.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_daemon(tmp_path: Path, *flags: str) -> subprocess.Popen[str]:
+    manifests = write_manifests(tmp_path / "m", WEB)
+    with (tmp_path / "daemon.log").open("w") as log:  # the child keeps its own descriptor
+        return subprocess.Popen(
+            [sys.executable, "-m", "kubelet_trio", "--pod-manifest-path", str(manifests),
+             "--pod-logs-dir", str(tmp_path / "logs"), "--root-dir", str(tmp_path), *flags],
+            stdout=log, stderr=log, text=True,
+        )  # fmt: skip
+
+
+def wait_until(check: object, proc: subprocess.Popen[str], tmp_path: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, (tmp_path / "daemon.log").read_text()
+        try:
+            if check():  # type: ignore[operator]
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"condition not met in {timeout}s:\n{(tmp_path / 'daemon.log').read_text()}")
+
+
+def stop(proc: subprocess.Popen[str]) -> float:
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
+    return time.monotonic() - started
+
+
+def test_sim_daemon_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
+    healthz, read_only = free_port(), free_port()
+    proc = start_daemon(
+        tmp_path, "--runtime", "sim", "--hostname-override", "d1", "--healthz-port", str(healthz),
+        "--read-only-port", str(read_only), "--address", "127.0.0.1", "--log-format", "json",
+    )  # fmt: skip
+    try:
+        wait_until(lambda: httpx.get(f"http://127.0.0.1:{healthz}/healthz").text == "ok", proc, tmp_path)
+
+        def web_running() -> bool:
+            items = httpx.get(f"http://127.0.0.1:{read_only}/pods").json()["items"]
+            return [(i["metadata"]["name"], i["status"].get("phase")) for i in items] == [
+                ("web-d1", "Running")
+            ]
+
+        wait_until(web_running, proc, tmp_path)
+        logs = httpx.get(f"http://127.0.0.1:{read_only}/containerLogs/default/web-d1/app").text
+        assert logs == "up\n"
+    finally:
+        took = stop(proc)
+    assert proc.returncode == 0 and took < STOP_WITHIN, (tmp_path / "daemon.log").read_text()
+
+
+async def cri_running(env: LocalCriEnvironment, node: str) -> list[str]:
+    async with open_cri_runtime(env.endpoint, request_timeout=30) as runtime:
+        running = pb.ContainerStateValue(state=pb.ContainerState.CONTAINER_RUNNING)
+        found = await runtime.list_containers(
+            pb.ContainerFilter(state=running, label_selector=node_selector(node))
+        )
+        return [c.metadata.name for c in found if c.metadata]
+
+
+async def remove_node_pods(env: LocalCriEnvironment, node: str) -> None:
+    async with open_cri_runtime(env.endpoint, request_timeout=30) as runtime:
+        for sandbox in await runtime.list_pod_sandbox(
+            pb.PodSandboxFilter(label_selector=node_selector(node))
+        ):
+            await runtime.stop_pod_sandbox(sandbox.id)
+            await runtime.remove_pod_sandbox(sandbox.id)
+
+
+@pytest.mark.containerd
+def test_containerd_daemon_stops_within_2s_leaving_pods_running(
+    cri_env: LocalCriEnvironment, tmp_path: Path
+) -> None:
+    node = "daemon-sigterm"
+    proc = start_daemon(
+        tmp_path, "--runtime", "cri", "--container-runtime-endpoint", cri_env.endpoint,
+        "--hostname-override", node, "--healthz-port", str(free_port()),
+    )  # fmt: skip
+    try:
+        try:
+            wait_until(lambda: trio.run(cri_running, cri_env, node) == ["app"], proc, tmp_path)
+            time.sleep(1)  # a steady state: the PLEG has seen it, a sync may be in flight
+        finally:
+            took = stop(proc)
+        assert proc.returncode == 0, (tmp_path / "daemon.log").read_text()
+        assert took < STOP_WITHIN
+        assert trio.run(cri_running, cri_env, node) == ["app"]  # the pod outlives the kubelet
+    finally:
+        trio.run(remove_node_pods, cri_env, node)

@@ -1,0 +1,282 @@
+"""The fake API server as an ASGI app: REST routes over :class:`FakeStore`, watch streams, fault hooks.
+
+Routes: core ``/api/v1`` (cluster-scoped nodes and namespaces, namespaced pods, events, configmaps,
+secrets, serviceaccounts) and ``/apis/coordination.k8s.io/v1`` leases; ``/version``, ``/healthz``.
+Verbs: GET (list, ``watch=true``), POST, PUT, PATCH (``application/merge-patch+json``; also accepted as
+``strategic-merge-patch+json`` for the fields the kubelet writes), DELETE with ``DeleteOptions``.
+
+Watches stream newline-delimited JSON events, send BOOKMARKs every ``bookmark_interval`` seconds when
+asked to (``allowWatchBookmarks``), end after ``timeoutSeconds``, and answer an expired resourceVersion
+with a single ERROR event carrying a 410 ``Status`` (as the watch cache does). Tests can inject error
+answers (:meth:`FakeApiApp.inject`) and read every request (:attr:`FakeApiApp.requests`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qs
+
+import attrs
+import trio
+
+from tests.fakeapi.store import FakeApiError, FakeStore, Obj
+
+logger = logging.getLogger(__name__)
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+_NAMESPACED = re.compile(
+    r"^/(?:api/v1|apis/[^/]+/[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<resource>[a-z]+)"
+    r"(?:/(?P<name>[^/]+)(?:/(?P<sub>[a-z]+))?)?$"
+)
+_CLUSTER = re.compile(
+    r"^/(?:api/v1|apis/[^/]+/[^/]+)/(?P<resource>[a-z]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>status))?)?$"
+)
+
+
+@attrs.frozen
+class RecordedRequest:
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    content_type: str
+
+
+@attrs.define
+class Injection:
+    method: str
+    path: re.Pattern[str]
+    code: int
+    reason: str
+    message: str
+    times: int
+    headers: dict[str, str]
+
+
+@attrs.define(eq=False)
+class FakeApiApp:
+    store: FakeStore = attrs.Factory(FakeStore)
+    bookmark_interval: float = 5.0
+    default_watch_timeout: float = 1800.0
+    token: str | None = None  # when set, requests must carry "Authorization: Bearer <token>"
+    requests: list[RecordedRequest] = attrs.Factory(list)
+    _injections: list[Injection] = attrs.Factory(list)
+
+    def inject(
+        self,
+        method: str,
+        path: str,
+        code: int,
+        *,
+        times: int = 1,
+        reason: str = "",
+        message: str = "injected failure",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """Answer the next ``times`` requests matching ``method`` and the ``path`` regex with ``code``."""
+        self._injections.append(
+            Injection(
+                method, re.compile(path), code, reason or f"Injected{code}", message, times, headers or {}
+            )
+        )
+
+    def _injected(self, method: str, path: str) -> Injection | None:
+        for injection in self._injections:
+            if injection.method == method and injection.path.search(path) and injection.times > 0:
+                injection.times -= 1
+                return injection
+        return None
+
+    def requests_for(self, method: str, pattern: str) -> list[RecordedRequest]:
+        regex = re.compile(pattern)
+        return [r for r in self.requests if r.method == method and regex.search(r.path)]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+        method = scope["method"]
+        path = scope["path"]
+        query = {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode()).items()}
+        try:
+            decoded = json.loads(body) if body else None
+        except ValueError:
+            await _respond(send, 400, FakeApiError(400, "BadRequest", "body is not JSON").status())
+            return
+        self.requests.append(RecordedRequest(method, path, query, decoded, headers.get("content-type", "")))
+        if self.token is not None and headers.get("authorization") != f"Bearer {self.token}":
+            await _respond(send, 401, FakeApiError(401, "Unauthorized", "Unauthorized").status())
+            return
+        injection = self._injected(method, path)
+        if injection is not None:
+            error = FakeApiError(injection.code, injection.reason, injection.message)
+            await _respond(send, injection.code, error.status(), injection.headers)
+            return
+        try:
+            if method == "GET" and query.get("watch") in ("true", "1"):
+                await self._watch(path, query, receive, send)
+                return
+            code, answer = self._handle(method, path, query, decoded)
+        except FakeApiError as err:
+            await _respond(send, err.code, err.status())
+            return
+        await _respond(send, code, answer)
+
+    def _route(self, path: str) -> tuple[str, str | None, str | None, str | None]:
+        """(resource, namespace, name, subresource)."""
+        match = _NAMESPACED.match(path)
+        if match:
+            return match["resource"], match["ns"], match["name"], match["sub"]
+        match = _CLUSTER.match(path)
+        if match:
+            return match["resource"], None, match["name"], match["sub"]
+        raise FakeApiError(404, "NotFound", f"the server could not find the requested resource {path}")
+
+    def _handle(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Obj]:
+        if path in ("/healthz", "/readyz", "/livez"):
+            return 200, {"status": "ok"}
+        if path == "/version":
+            return 200, {"major": "1", "minor": "33", "gitVersion": "v1.33.0-fake"}
+        resource, namespace, name, sub = self._route(path)
+        store = self.store
+        if name is None:
+            if method == "GET":
+                limit = int(query["limit"]) if query.get("limit") else None
+                return 200, store.list(
+                    resource,
+                    namespace,
+                    field_selector=query.get("fieldSelector"),
+                    label_selector=query.get("labelSelector"),
+                    limit=limit,
+                    continue_token=query.get("continue"),
+                )
+            if method == "POST":
+                if not isinstance(body, dict):
+                    raise FakeApiError(400, "BadRequest", "expected an object")
+                return 201, store.create(resource, namespace, body)
+            raise FakeApiError(405, "MethodNotAllowed", f"{method} is not allowed on a collection")
+        if method == "GET":
+            if sub:
+                store.get(resource, namespace, name)
+            return 200, store.get(resource, namespace, name)
+        if method == "PUT":
+            if not isinstance(body, dict):
+                raise FakeApiError(400, "BadRequest", "expected an object")
+            return 200, store.replace(resource, namespace, name, body, sub)
+        if method == "PATCH":
+            if not isinstance(body, dict):
+                raise FakeApiError(400, "BadRequest", "expected a merge patch object")
+            return 200, store.patch(resource, namespace, name, body, sub)
+        if method == "DELETE":
+            options = body if isinstance(body, dict) else {}
+            grace = options.get("gracePeriodSeconds")
+            if grace is None and query.get("gracePeriodSeconds"):
+                grace = int(query["gracePeriodSeconds"])
+            uid = (options.get("preconditions") or {}).get("uid")
+            return 200, store.delete(resource, namespace, name, grace_period_seconds=grace, uid=uid)
+        raise FakeApiError(405, "MethodNotAllowed", f"{method} is not allowed")
+
+    async def _watch(self, path: str, query: dict[str, str], receive: Receive, send: Send) -> None:
+        resource, namespace, name, _ = self._route(path)
+        field_selector = query.get("fieldSelector")
+        if name is not None:
+            field_selector = ",".join(filter(None, [field_selector, f"metadata.name={name}"]))
+        timeout = float(query.get("timeoutSeconds") or self.default_watch_timeout)
+        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        start = {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json")],
+        }
+        try:
+            watcher = self.store.watch(
+                resource,
+                namespace,
+                query.get("resourceVersion"),
+                field_selector=field_selector,
+                label_selector=query.get("labelSelector"),
+            )
+        except FakeApiError as err:
+            if err.code != 410:
+                raise
+            await send(start)
+            await send(
+                {"type": "http.response.body", "body": _line("ERROR", err.status()), "more_body": True}
+            )
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        kind = self.store._type(resource).kind
+        api_version = self.store._type(resource).api_version
+        await send(start)
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def until_disconnect() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(until_disconnect)
+                with trio.move_on_after(timeout):
+                    while True:
+                        with trio.move_on_after(self.bookmark_interval) as idle:
+                            try:
+                                event_type, obj = await watcher.receive.receive()
+                            except trio.EndOfChannel:
+                                break
+                        if idle.cancelled_caught:
+                            # Only when nothing is queued: a bookmark promises every event up to its RV.
+                            if bookmarks and watcher.receive.statistics().current_buffer_used == 0:
+                                bookmark = {
+                                    "kind": kind,
+                                    "apiVersion": api_version,
+                                    "metadata": {"resourceVersion": str(self.store.rv)},
+                                }
+                                await send(
+                                    {
+                                        "type": "http.response.body",
+                                        "body": _line("BOOKMARK", bookmark),
+                                        "more_body": True,
+                                    }
+                                )
+                            continue
+                        await send(
+                            {"type": "http.response.body", "body": _line(event_type, obj), "more_body": True}
+                        )
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                nursery.cancel_scope.cancel()
+        finally:
+            self.store.stop_watch(watcher)
+
+
+def _line(event_type: str, obj: Obj) -> bytes:
+    return json.dumps({"type": event_type, "object": obj}).encode() + b"\n"
+
+
+async def _respond(send: Send, code: int, body: Obj, headers: dict[str, str] | None = None) -> None:
+    raw = json.dumps(body).encode()
+    header_list = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
+    header_list += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": code, "headers": header_list})
+    await send({"type": "http.response.body", "body": raw, "more_body": False})

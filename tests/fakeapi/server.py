@@ -1,0 +1,109 @@
+"""Ways to run the fake API server: in-process (``open_fake_api``) or on a loopback port (``serve_fake_api``).
+
+``open_fake_api`` is what MockClock tests use: a :class:`FakeApi` with the store, the ASGI app, the
+streaming in-process transport and ``client()`` to open an ``ApiClient`` on it. ``serve_fake_api`` serves
+the same app with hypercorn's Trio worker on 127.0.0.1 (optionally over TLS) for real-time tests and for
+the daemon's ``--kubeconfig`` path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve
+
+from kubelet_trio.client import ApiClient, RetryPolicy, open_api_client
+from tests.fakeapi.app import FakeApiApp
+from tests.fakeapi.store import FakeStore, Obj
+from tests.fakeapi.transport import AsgiTransport, open_asgi_transport
+
+FAKE_URL = "http://fake-apiserver"
+
+
+@attrs.define(eq=False)
+class FakeApi:
+    app: FakeApiApp
+    transport: AsgiTransport
+
+    @property
+    def store(self) -> FakeStore:
+        return self.app.store
+
+    def client(self, **kwargs: Any) -> contextlib.AbstractAsyncContextManager[ApiClient]:
+        kwargs.setdefault("retry", RetryPolicy(max_attempts=3, initial=0.1, max_delay=1.0))
+        return open_api_client(server=FAKE_URL, transport=self.transport, **kwargs)
+
+    def go_down(self) -> None:
+        self.transport.go_down()
+
+    def come_back(self) -> None:
+        self.transport.come_back()
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+        """Wait until ``predicate`` (over the store) holds; re-checked after every write. The caller
+        bounds it with ``trio.fail_after``."""
+        while not predicate():
+            await self.store.changed.wait_transition()
+
+    # -- shortcuts --------------------------------------------------------------------------------
+
+    def pod(self, name: str, namespace: str = "default") -> Obj:
+        return self.store.get("pods", namespace, name)
+
+    def pods(self, namespace: str | None = None) -> list[Obj]:
+        return self.store.list("pods", namespace)["items"]
+
+    def has_pod(self, name: str, namespace: str = "default") -> bool:
+        return any(p["metadata"]["name"] == name for p in self.pods(namespace))
+
+    def create_pod(self, manifest: Obj, namespace: str = "default") -> Obj:
+        return self.store.create("pods", namespace, manifest)
+
+    def node(self, name: str) -> Obj:
+        return self.store.get("nodes", None, name)
+
+    def lease(self, name: str) -> Obj:
+        return self.store.get("leases", "kube-node-lease", name)
+
+    def events(self, namespace: str | None = None) -> list[Obj]:
+        return self.store.list("events", namespace)["items"]
+
+
+@contextlib.asynccontextmanager
+async def open_fake_api(
+    *, now: Callable[[], dt.datetime] | None = None, bookmark_interval: float = 5.0, history_limit: int = 1000
+) -> AsyncIterator[FakeApi]:
+    store = (
+        FakeStore(history_limit=history_limit) if now is None else FakeStore(now, history_limit=history_limit)
+    )
+    app = FakeApiApp(store, bookmark_interval=bookmark_interval)
+    async with open_asgi_transport(app) as transport:
+        yield FakeApi(app, transport)
+
+
+@contextlib.asynccontextmanager
+async def serve_fake_api(
+    app: FakeApiApp, *, certfile: Path | None = None, keyfile: Path | None = None
+) -> AsyncIterator[str]:
+    """Serve ``app`` on 127.0.0.1 (an ephemeral port); yields its base URL (https when a cert is given)."""
+    config = Config()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = None
+    config.errorlog = None
+    config.graceful_timeout = 0.5
+    if certfile is not None:
+        config.certfile = str(certfile)
+        config.keyfile = str(keyfile)
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(serve, app, config)
+        try:
+            yield binds[0]
+        finally:
+            nursery.cancel_scope.cancel()

@@ -1,0 +1,270 @@
+"""The probe state machine on SimRuntime under an autojump MockClock, through a whole node.
+
+Timeline conventions: a pod applied at t = 0 starts its container at t = 0; the PLEG relist at t = 1
+puts the running container into the pod's status; probe workers (no start jitter) tick every
+``periodSeconds`` from t = 0 and find the container on their first tick after t = 1.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import trio
+import trio.testing
+
+from tests.prober.nodes import (
+    bare_id,
+    condition,
+    container,
+    exec_probe,
+    open_probe_node,
+    pod_manifest,
+    running,
+    status_of,
+)
+
+
+def wall_seconds(node_clock: object, trio_time: float) -> float:
+    base_ns = node_clock.base_wall_ns  # type: ignore[attr-defined]
+    return base_ns / 1e9 + (trio_time - node_clock.base_trio)  # type: ignore[attr-defined]
+
+
+def parse(value: str | None) -> float:
+    assert value is not None
+    return dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC).timestamp()
+
+
+def at(node_clock: object, value: str | None, trio_time: float) -> bool:
+    """An API timestamp (whole seconds) shows the wall time of ``trio_time``."""
+    return 0 <= wall_seconds(node_clock, trio_time) - parse(value) < 1
+
+
+async def test_liveness_failures_at_threshold_restart_the_container(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_probe_node() as env:
+        node, sim = env.node, env.sim
+        probe = exec_probe("cat", "/tmp/healthy", periodSeconds=10, initialDelaySeconds=5)
+        (pod,) = await node.apply(
+            pod_manifest(
+                "live",
+                [container(livenessProbe=probe)],
+                scripts={"app": 'run; exec cat /tmp/healthy -> 0 "ok"'},
+            )
+        )
+        first = await node.wait_for(pod, running)
+        first_id = bare_id(first)
+        await trio.sleep_until(15)
+        sim.set_exec_result(first_id, ["cat", "/tmp/healthy"], 1, stderr=b"cat: can't open '/tmp/healthy'\n")
+        status = await node.wait_for(pod, lambda s: running(s) and status_of(s).restart_count == 1)
+        assert trio.current_time() == 41  # restarted at 40, seen by the relist at 41
+        assert [t for t, cid, _ in sim.execs if cid == first_id] == [10, 20, 30, 40]
+        unhealthy = env.events.reasons("Unhealthy")
+        assert unhealthy == [
+            (t, "Liveness probe failed: cat: can't open '/tmp/healthy'\n") for t in (20, 30, 40)
+        ]
+        assert (40, "Container app failed liveness probe, will be restarted") in env.events.reasons("Killing")
+        assert [(t, timeout) for t, cid, timeout in sim.stops if cid == first_id] == [(40, 30)]
+        app = status_of(status)
+        assert app.last_state.terminated.exit_code == 143
+        assert app.last_state.terminated.reason == "Error"
+        assert app.last_state.terminated.container_id == f"containerd://{first_id}"
+        assert at(node.kubelet.clock, app.state.running.started_at, 40)
+        # The new container answers the scripted "ok": probed again, never restarted again.
+        await trio.sleep(100)
+        final = node.status(pod)
+        assert final is not None and status_of(final).restart_count == 1 and running(final)
+        second_id = bare_id(final)
+        assert [t for t, cid, _ in sim.execs if cid == second_id][:3] == [50, 60, 70]
+
+
+async def test_initial_delay_and_period(autojump_clock: trio.testing.MockClock) -> None:
+    async with open_probe_node() as env:
+        probe = exec_probe("true", periodSeconds=10, initialDelaySeconds=25)
+        (pod,) = await env.node.apply(pod_manifest("delay", [container(livenessProbe=probe)]))
+        await env.node.wait_for(pod, running)
+        await trio.sleep_until(75)
+        assert env.sim.exec_times("true") == [30, 40, 50, 60, 70]
+
+
+async def test_startup_probe_gates_readiness_and_liveness(autojump_clock: trio.testing.MockClock) -> None:
+    async with open_probe_node() as env:
+        node, sim = env.node, env.sim
+        (pod,) = await node.apply(
+            pod_manifest(
+                "slow-start",
+                [
+                    container(
+                        startupProbe=exec_probe("started?", periodSeconds=5, failureThreshold=10),
+                        readinessProbe=exec_probe("ready?", periodSeconds=5),
+                        livenessProbe=exec_probe("live?", periodSeconds=5),
+                    )
+                ],
+                scripts={"app": "run; exec started? -> 1; exec ready? -> 0; exec live? -> 0"},
+            )
+        )
+        status = await node.wait_for(pod, running)
+        await trio.sleep_until(12)
+        status = node.status(pod)
+        assert status is not None
+        app = status_of(status)
+        assert (app.started, app.ready) == (False, False)
+        assert condition(status, "Ready").status == "False"
+        assert condition(status, "ContainersReady").reason == "ContainersNotReady"
+        assert sim.exec_times("ready?") == [] and sim.exec_times("live?") == []
+        sim.set_exec_result(bare_id(status), ["started?"], 0)
+        status = await node.wait_for(pod, lambda s: bool(status_of(s).ready))
+        assert trio.current_time() == 15
+        assert status_of(status).started is True
+        assert condition(status, "Ready").status == "True"
+        assert at(node.kubelet.clock, condition(status, "Ready").last_transition_time, 15)
+        await trio.sleep_until(31)
+        assert sim.exec_times("started?") == [5, 10, 15]  # a started container's startup probe idles
+        assert sim.exec_times("live?") == [20, 25, 30]
+        assert sim.exec_times("ready?")[0] == 15  # asked for at once when the container started
+
+
+async def test_startup_probe_failure_kills_the_container(autojump_clock: trio.testing.MockClock) -> None:
+    async with open_probe_node() as env:
+        probe = exec_probe("started?", periodSeconds=5, failureThreshold=2)
+        (pod,) = await env.node.apply(
+            pod_manifest(
+                "never-starts", [container(startupProbe=probe)], scripts={"app": "run; exec started? -> 1"}
+            )
+        )
+        status = await env.node.wait_for(pod, lambda s: status_of(s).restart_count == 1 and running(s))
+        assert trio.current_time() == 11  # killed and restarted at 10, seen at the relist of 11
+        assert status_of(status).started is False
+        assert env.events.reasons("Unhealthy")[:2] == [
+            (5, "Startup probe failed: "),
+            (10, "Startup probe failed: "),
+        ]
+        assert (10, "Container app failed startup probe, will be restarted") in env.events.reasons("Killing")
+
+
+async def test_readiness_flapping_sets_conditions_without_restarts(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_probe_node() as env:
+        node, sim = env.node, env.sim
+        probe = exec_probe("ready?", periodSeconds=5, failureThreshold=2, successThreshold=2)
+        (pod,) = await node.apply(
+            pod_manifest(
+                "flappy", [container(readinessProbe=probe)], scripts={"app": "run; exec ready? -> 0"}
+            )
+        )
+        status = await node.wait_for(pod, lambda s: bool(status_of(s).ready))
+        became_ready = trio.current_time()
+        assert became_ready <= 5
+        container_id = bare_id(status)
+
+        await trio.sleep_until(12)
+        sim.set_exec_result(container_id, ["ready?"], 1, stdout=b"not yet")
+        status = await node.wait_for(pod, lambda s: not status_of(s).ready)
+        assert trio.current_time() == 20  # failures at the ticks of 15 and 20
+        ready, containers_ready = condition(status, "Ready"), condition(status, "ContainersReady")
+        assert (ready.status, ready.reason) == ("False", "ContainersNotReady")
+        assert containers_ready.message == "containers with unready status: [app]"
+        assert at(node.kubelet.clock, ready.last_transition_time, 20)
+        assert status.phase == "Running"
+        failures = [t for t, m in env.events.reasons("Unhealthy") if m == "Readiness probe failed: not yet"]
+        assert failures[:2] == [15, 20]  # then one more at 20: not ready, so it is probed again at once
+
+        await trio.sleep_until(32)
+        sim.set_exec_result(container_id, ["ready?"], 0)
+        status = await node.wait_for(pod, lambda s: bool(status_of(s).ready))
+        assert trio.current_time() == 40  # two successes: the ticks of 35 and 40
+        assert at(node.kubelet.clock, condition(status, "Ready").last_transition_time, 40)
+        assert condition(status, "ContainersReady").status == "True"
+        app = status_of(status)
+        assert app.restart_count == 0 and bare_id(status) == container_id
+
+
+async def test_probe_workers_end_with_their_container(autojump_clock: trio.testing.MockClock) -> None:
+    async with open_probe_node() as env:
+        node = env.node
+        probes = {
+            "readinessProbe": exec_probe("true", periodSeconds=5),
+            "livenessProbe": exec_probe("true", periodSeconds=5),
+        }
+        job, server = await node.apply(
+            pod_manifest(
+                "job", [container(**probes)], scripts={"app": "exit 0 after 22s"}, restartPolicy="Never"
+            ),
+            pod_manifest("server", [container(**probes)]),
+        )
+        manager = node.kubelet.probe_manager
+        await node.wait_for(job, running)
+        await node.wait_for(server, running)
+        assert len(manager.workers(job.uid)) == 2 and len(manager.workers(server.uid)) == 2
+        await node.wait_for_phase(job, "Succeeded")
+        await trio.sleep(10)
+        assert manager.workers(job.uid) == []
+        assert not [key for key in manager.results if key[1] == bare_id(node.status(job))]
+
+        await node.delete(server, grace_period_seconds=5)
+        await node.wait_terminated(server)
+        assert manager.workers(server.uid) == []
+        assert manager.workers() == []
+
+
+async def test_liveness_kill_uses_the_probe_grace_period(autojump_clock: trio.testing.MockClock) -> None:
+    async with open_probe_node() as env:
+        probe = exec_probe("live?", periodSeconds=10, terminationGracePeriodSeconds=4)
+        (pod,) = await env.node.apply(
+            pod_manifest(
+                "stubborn",
+                [container(livenessProbe=probe)],
+                scripts={"app": "ignore-sigterm; exec live? -> 1"},
+            )
+        )
+        status = await env.node.wait_for(pod, lambda s: status_of(s).restart_count == 1 and running(s))
+        first_id = status_of(status).last_state.terminated.container_id.partition("://")[2]
+        assert [(t, timeout) for t, cid, timeout in env.sim.stops if cid == first_id] == [(30, 4)]
+        last = status_of(status).last_state.terminated
+        assert last.exit_code == 137  # SIGTERM ignored: SIGKILL after the probe's 4 s, not the pod's 30
+        assert at(env.node.kubelet.clock, last.finished_at, 34)
+
+
+async def test_liveness_kill_under_never_fails_only_that_pod(autojump_clock: trio.testing.MockClock) -> None:
+    async with open_probe_node() as env:
+        probe = exec_probe("live?", periodSeconds=10)
+        bad, good = await env.node.apply(
+            pod_manifest(
+                "doomed",
+                [container(livenessProbe=probe)],
+                scripts={"app": "run; exec live? -> 1"},
+                restartPolicy="Never",
+            ),
+            pod_manifest("neighbour", [container(livenessProbe=exec_probe("true"))]),
+        )
+        status = await env.node.wait_for_phase(bad, "Failed")
+        app = status_of(status)
+        assert (app.state.terminated.exit_code, app.state.terminated.reason) == (143, "Error")
+        assert app.restart_count == 0
+        # Go kills the whole pod here (nothing left to run), with the pod's grace period.
+        assert [timeout for _, cid, timeout in env.sim.stops if cid == bare_id(status)] == [30]
+        await trio.sleep(60)
+        neighbour = env.node.status(good)
+        assert neighbour is not None and running(neighbour) and status_of(neighbour).restart_count == 0
+        assert neighbour.phase == "Running"
+
+
+async def test_deleted_pod_is_not_restarted_by_liveness(autojump_clock: trio.testing.MockClock) -> None:
+    async with open_probe_node() as env:
+        probe = exec_probe("live?", periodSeconds=1, failureThreshold=1)
+        (pod,) = await env.node.apply(
+            pod_manifest(
+                "quiet", [container(livenessProbe=probe)], scripts={"app": "ignore-sigterm; exec live? -> 0"}
+            ),
+        )
+        status = await env.node.wait_for(pod, running)
+        env.sim.set_exec_result(bare_id(status), ["live?"], 1)
+        await env.node.delete(pod, grace_period_seconds=10)
+        deleted_at = trio.current_time()
+        await env.node.wait_terminated(pod)
+        assert env.node.kubelet.probe_manager.workers(pod.uid) == []
+        killing = [t for t, m in env.events.reasons("Killing") if "liveness" in m]
+        assert killing == []  # liveness stopped when termination began
+        assert [timeout for _, _, timeout in env.sim.stops] == [10]
+        assert trio.current_time() - deleted_at <= 12
