@@ -11,9 +11,13 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
+
+if TYPE_CHECKING:
+    from kubelet_trio.cri.gen.runtime import v1 as pb
 
 from kubelet_trio.testing.containerd import PrivateContainerd
 from kubelet_trio.testing.images import TestImages, push_test_images
@@ -32,14 +36,28 @@ def missing_prerequisites() -> list[str]:
     return missing
 
 
-async def remove_all_pods(endpoint: str) -> None:
-    """Stop and remove every sandbox (and so every container) the runtime has."""
+async def remove_all_pods(endpoint: str, node: str | None = None) -> None:
+    """Stop and remove every sandbox (and so every container) the runtime has, or one node's."""
+    from kubelet_trio.cri.gen.runtime import v1 as pb
     from kubelet_trio.cri.remote import open_cri_runtime
+    from kubelet_trio.kuberuntime.labels import node_selector
 
+    selector = node_selector(node) if node else {}
     async with open_cri_runtime(endpoint, request_timeout=30) as rt:
-        for sandbox in await rt.list_pod_sandbox():
+        for sandbox in await rt.list_pod_sandbox(pb.PodSandboxFilter(label_selector=selector)):
             await rt.stop_pod_sandbox(sandbox.id)
             await rt.remove_pod_sandbox(sandbox.id)
+
+
+async def running_containers(endpoint: str, node: str) -> list[pb.Container]:
+    """The running containers one node (kubelet) started, as the runtime lists them."""
+    from kubelet_trio.cri.gen.runtime import v1 as pb
+    from kubelet_trio.cri.remote import open_cri_runtime
+    from kubelet_trio.kuberuntime.labels import node_selector
+
+    running = pb.ContainerStateValue(state=pb.ContainerState.CONTAINER_RUNNING)
+    async with open_cri_runtime(endpoint, request_timeout=30) as rt:
+        return await rt.list_containers(pb.ContainerFilter(state=running, label_selector=node_selector(node)))
 
 
 @attrs.define(eq=False)

@@ -13,10 +13,7 @@ import httpx
 import pytest
 import trio
 
-from kubelet_trio.cri.gen.runtime import v1 as pb
-from kubelet_trio.cri.remote import open_cri_runtime
-from kubelet_trio.kuberuntime.labels import node_selector
-from kubelet_trio.testing.env import LocalCriEnvironment
+from kubelet_trio.testing.env import LocalCriEnvironment, remove_all_pods, running_containers
 from tests.runonce.pods import WEB, write_manifests
 
 STOP_WITHIN = 2.0
@@ -82,21 +79,11 @@ def test_sim_daemon_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
 
 
 async def cri_running(env: LocalCriEnvironment, node: str) -> list[str]:
-    async with open_cri_runtime(env.endpoint, request_timeout=30) as runtime:
-        running = pb.ContainerStateValue(state=pb.ContainerState.CONTAINER_RUNNING)
-        found = await runtime.list_containers(
-            pb.ContainerFilter(state=running, label_selector=node_selector(node))
-        )
-        return [c.metadata.name for c in found if c.metadata]
+    return [c.metadata.name for c in await running_containers(env.endpoint, node) if c.metadata]
 
 
 async def remove_node_pods(env: LocalCriEnvironment, node: str) -> None:
-    async with open_cri_runtime(env.endpoint, request_timeout=30) as runtime:
-        for sandbox in await runtime.list_pod_sandbox(
-            pb.PodSandboxFilter(label_selector=node_selector(node))
-        ):
-            await runtime.stop_pod_sandbox(sandbox.id)
-            await runtime.remove_pod_sandbox(sandbox.id)
+    await remove_all_pods(env.endpoint, node)
 
 
 @pytest.mark.containerd

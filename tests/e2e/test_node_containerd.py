@@ -20,8 +20,7 @@ import trio_util
 from kubelet_trio.api import PodStatus
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.remote import open_cri_runtime
-from kubelet_trio.kuberuntime.labels import NODE_LABEL
-from kubelet_trio.testing.env import LocalCriEnvironment, remove_all_pods
+from kubelet_trio.testing.env import LocalCriEnvironment, remove_all_pods, running_containers
 from kubelet_trio.testing.node import SimNode, open_node
 
 pytestmark = pytest.mark.containerd
@@ -201,13 +200,8 @@ def start_daemon(cri_env: LocalCriEnvironment, manifests: Path, workdir: Path) -
         )  # fmt: skip
 
 
-async def running_containers(endpoint: str) -> dict[str, pb.Container]:
-    async with open_cri_runtime(endpoint) as rt:
-        state = pb.ContainerStateValue(state=pb.ContainerState.CONTAINER_RUNNING)
-        found = await rt.list_containers(
-            pb.ContainerFilter(state=state, label_selector={NODE_LABEL: "adopt-node"})
-        )
-    return {c.id: c for c in found}
+async def adopted_containers(endpoint: str) -> dict[str, pb.Container]:
+    return {c.id: c for c in await running_containers(endpoint, "adopt-node")}
 
 
 async def wait_running(endpoint: str, count: int) -> dict[str, pb.Container]:
@@ -215,7 +209,7 @@ async def wait_running(endpoint: str, count: int) -> dict[str, pb.Container]:
     with trio.fail_after(60):
         async with aclosing(trio_util.periodic(0.2)) as ticks:
             async for _ in ticks:
-                if len(found := await running_containers(endpoint)) >= count:
+                if len(found := await adopted_containers(endpoint)) >= count:
                     return found
     raise AssertionError("unreachable")
 

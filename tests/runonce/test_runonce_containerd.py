@@ -13,7 +13,8 @@ import trio
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.remote import open_cri_runtime
 from kubelet_trio.kuberuntime.labels import node_selector
-from kubelet_trio.testing.env import LocalCriEnvironment
+from kubelet_trio.testing.env import LocalCriEnvironment, remove_all_pods
+from kubelet_trio.testing.env import running_containers as env_running_containers
 from tests.runonce.pods import CRASH, GOOD_JOB, WEB, missing_image, write_manifests
 
 pytestmark = pytest.mark.containerd
@@ -36,21 +37,11 @@ async def sandboxes(env: LocalCriEnvironment, node: str) -> list[pb.PodSandbox]:
 
 
 async def running_containers(env: LocalCriEnvironment, node: str) -> list[str]:
-    async with open_cri_runtime(env.endpoint, request_timeout=30) as runtime:
-        running = pb.ContainerStateValue(state=pb.ContainerState.CONTAINER_RUNNING)
-        found = await runtime.list_containers(
-            pb.ContainerFilter(state=running, label_selector=node_selector(node))
-        )
-        return [c.metadata.name for c in found if c.metadata]
+    return [c.metadata.name for c in await env_running_containers(env.endpoint, node) if c.metadata]
 
 
 async def remove_node_pods(env: LocalCriEnvironment, node: str) -> None:
-    async with open_cri_runtime(env.endpoint, request_timeout=30) as runtime:
-        for sandbox in await runtime.list_pod_sandbox(
-            pb.PodSandboxFilter(label_selector=node_selector(node))
-        ):
-            await runtime.stop_pod_sandbox(sandbox.id)
-            await runtime.remove_pod_sandbox(sandbox.id)
+    await remove_all_pods(env.endpoint, node)
 
 
 async def test_success_crash_loop_and_missing_image_are_reported(
