@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -20,6 +21,7 @@ from kubelet_trio.testing.env import LocalCriEnvironment, missing_prerequisites
 
 IN_CI = os.environ.get("CI") == "true"
 _skipped_containerd: list[str] = []
+_contract: dict[str, Counter[str]] = {}  # contract target -> outcome counts, for the closing summary
 
 
 @pytest.fixture(scope="session")
@@ -63,6 +65,18 @@ def sim_cri_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.skipped and "containerd" in report.keywords:
         _skipped_containerd.append(report.nodeid)
+    if "tests/contract/" in report.nodeid and (report.when == "call" or report.outcome != "passed"):
+        target = report.nodeid.rsplit("[", 1)[-1].rstrip("]")
+        _contract.setdefault(target, Counter())[report.outcome] += 1
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say, per runtime target, how the contract suite went (a skipped containerd tier is visible)."""
+    if _contract:
+        terminalreporter.write_sep("-", "runtime contract suite")
+        for target in sorted(_contract):
+            counts = ", ".join(f"{n} {outcome}" for outcome, n in sorted(_contract[target].items()))
+            terminalreporter.write_line(f"{target}: {counts}")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
