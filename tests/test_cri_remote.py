@@ -56,9 +56,11 @@ def test_other_exceptions_are_not_translated() -> None:
 
 
 async def test_unreachable_socket_is_unavailable(tmp_path: object) -> None:
-    async with open_cri_runtime(f"unix://{tmp_path}/nothing-here.sock") as rt:
-        with pytest.raises(errors.UnavailableError, match="Version: runtime unreachable"):
+    endpoint = f"unix://{tmp_path}/nothing-here.sock"
+    async with open_cri_runtime(endpoint) as rt:
+        with pytest.raises(errors.UnavailableError) as info:
             await rt.version()
+    assert str(info.value).startswith(f"Version: runtime unreachable at {endpoint}: ")
 
 
 def pending_asyncio_tasks(rt: CriRuntime) -> list[asyncio.Task[object]]:

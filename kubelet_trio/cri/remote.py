@@ -56,7 +56,7 @@ def socket_path(endpoint: str) -> str:
     return path
 
 
-def translate_error(op: str, exc: BaseException) -> errors.CriError | None:
+def translate_error(op: str, exc: BaseException, endpoint: str = "") -> errors.CriError | None:
     """Map a grpclib/transport failure to the project's typed error (None: not a CRI failure)."""
     if isinstance(exc, GRPCError):
         message = exc.message or exc.status.name
@@ -67,7 +67,8 @@ def translate_error(op: str, exc: BaseException) -> errors.CriError | None:
     if isinstance(exc, TimeoutError):  # asyncio.TimeoutError is TimeoutError on 3.11+
         return errors.DeadlineExceededError(op, "deadline exceeded (client side)")
     if isinstance(exc, (OSError, StreamTerminatedError, ConnectionError)):
-        return errors.UnavailableError(op, f"runtime unreachable: {exc!r}")
+        where = f" at {endpoint}" if endpoint else ""
+        return errors.UnavailableError(op, f"runtime unreachable{where}: {exc!r}")
     return None
 
 
@@ -99,7 +100,7 @@ class CriRuntime:
         except trio.TooSlowError as exc:
             raise errors.DeadlineExceededError(op, f"no answer within {budget:.3g}s") from exc
         except Exception as exc:
-            translated = translate_error(op, exc)
+            translated = translate_error(op, exc, self.endpoint)
             if translated is None:
                 raise
             raise translated from exc
