@@ -8,19 +8,9 @@ import os
 import stat
 
 from kubelet_trio.api import HostPathVolumeSource
+from kubelet_trio.api.validation import HOST_PATH_TYPES  # the one list of valid types
 
 __all__ = ["HOST_PATH_TYPES", "check_host_path"]
-
-HOST_PATH_TYPES = (
-    "",
-    "DirectoryOrCreate",
-    "Directory",
-    "FileOrCreate",
-    "File",
-    "Socket",
-    "CharDevice",
-    "BlockDevice",
-)
 
 
 def _kind(path: str) -> str | None:
