@@ -12,7 +12,9 @@ feeds the PodConfig) and the other components need the Kubelet::
 
 ``attach_api_mode`` adds to the Kubelet's tree (``Kubelet.components``): the event recorder (and makes it
 the Kubelet's event sink), node registration and status, the node Lease, the pod status publisher and
-the mirror-pod manager; and it turns on admission against the Node's allocatable
+the mirror-pod manager; it makes ConfigMaps and Secrets come from the API server
+(:class:`~kubelet_trio.apiobjects.ApiObjectStore`, fetched at the start of each pod sync, cached for
+``object_cache_ttl``); and it turns on admission against the Node's allocatable
 (:mod:`kubelet_trio.admission`).
 """
 
@@ -28,6 +30,7 @@ import attrs
 from kubelet_trio import __version__
 from kubelet_trio.admission import NodeView, PredicateAdmitHandler
 from kubelet_trio.api import Pod
+from kubelet_trio.apiobjects import ApiObjectStore
 from kubelet_trio.client import (
     DEFAULT_BURST,
     DEFAULT_QPS,
@@ -80,6 +83,7 @@ class ApiModeOptions:
     node_lease_duration_seconds: int = 40
     status_sync_period: float = 10.0
     mirror_pod_period: float = 2.0
+    object_cache_ttl: float | None = None  # ConfigMap/Secret cache TTL; None: the node's sync frequency
     machine: MachineInfo | None = None  # tests pin the machine; None reads /proc and friends
 
 
@@ -92,6 +96,7 @@ class ApiMode:
     lease: NodeLeaseController
     publisher: StatusPublisher
     mirrors: MirrorPodManager
+    objects: ApiObjectStore
 
 
 def api_pod_source(
@@ -182,9 +187,13 @@ def attach_api_mode(
         return NodeView.from_node(node) if node is not None else None
 
     kubelet.admit = PredicateAdmitHandler(node_view)
+    kubelet.api_client = client  # the Kubelet API's TokenReview and SubjectAccessReview webhooks
+    ttl = options.object_cache_ttl
+    objects = ApiObjectStore(client, ttl=kubelet.config.sync_frequency if ttl is None else ttl)
+    kubelet.use_object_store(objects, objects.ensure_pod)
     kubelet.components.extend([recorder, node_status, lease, publisher, mirrors])
     recorder.record_node("Normal", "Starting", "Starting kubelet.")
-    return ApiMode(client, source, recorder, node_status, lease, publisher, mirrors)
+    return ApiMode(client, source, recorder, node_status, lease, publisher, mirrors, objects)
 
 
 @contextlib.asynccontextmanager
@@ -207,4 +216,5 @@ def api_mode_options(options: Any) -> ApiModeOptions:
         node_labels=dict(options.node_labels),
         max_pods=options.max_pods,
         hostname=options.hostname_override or None,
+        kubelet_port=options.port,
     )

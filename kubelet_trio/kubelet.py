@@ -14,7 +14,7 @@ import enum
 import logging
 import math
 import socket
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -56,6 +56,7 @@ RUNTIME_STATUS_PERIOD = 5.0
 CONTAINER_GC_PERIOD = 60.0  # Go: ContainerGCPeriod
 MERGED_CHANNEL_SIZE = 100
 ORPHAN_GRACE_PERIOD = 1
+OBJECT_PREFETCH_TIMEOUT = 10.0  # a pod sync waits this long at most for its ConfigMaps and Secrets
 KILL_DEADLINE_MARGIN = 10.0  # beyond the grace period, for the runtime to deliver SIGKILL and answer
 
 
@@ -81,7 +82,14 @@ class KubeletConfig:
     healthz_port: int = 0  # 0 = off (the CLI's default is 10248)
     healthz_bind_address: str = "127.0.0.1"
     read_only_port: int = 0  # 0 = off, as in the Go kubelet
-    address: str = "0.0.0.0"  # the read-only server's bind address
+    address: str = "0.0.0.0"  # the read-only server's and the Kubelet API's bind address
+    port: int = 0  # the Kubelet API (TLS, authenticated); 0 = off (the CLI's default is 10250)
+    tls_cert_file: str = ""  # "" with tls_private_key_file "": self-signed under <root_dir>/pki
+    tls_private_key_file: str = ""
+    client_ca_file: str = ""  # authentication.x509.clientCAFile
+    anonymous_auth: bool = False  # authentication.anonymous.enabled
+    authentication_token_webhook: bool = False  # authentication.webhook.enabled
+    authorization_mode: str = "AlwaysAllow"  # authorization.mode: AlwaysAllow or Webhook
     cluster_dns: tuple[str, ...] = ()  # clusterDNS: the nameservers of ClusterFirst pods
     cluster_domain: str = ""  # clusterDomain: search domains and pod FQDNs
     resolv_conf: str = "/etc/resolv.conf"  # the node's resolver file for dnsPolicy Default ("" = none)
@@ -153,8 +161,12 @@ class Kubelet:
     pod_manager: PodManager = attrs.Factory(PodManager)
     status_manager: StatusManager = attrs.Factory(StatusManager)
     metrics: KubeletMetrics = attrs.Factory(KubeletMetrics)
-    http_urls: dict[str, str] = attrs.Factory(dict)  # "healthz"/"readonly" -> URL, once serving
+    http_urls: dict[str, str] = attrs.Factory(dict)  # "healthz"/"readonly"/"api" -> URL, once serving
+    api_client: Any = None  # API mode's client (set by attach_api_mode): the Kubelet API's webhooks
     object_store: ObjectStore = NO_OBJECTS  # ConfigMaps and Secrets for env and volumes (none standalone)
+    # Go "register secrets and configmaps": awaited at the start of every pod sync so the store holds the
+    # objects the pod references (API mode: ApiObjectStore.ensure_pod). Set with use_object_store.
+    object_prefetch: Callable[[Pod], Awaitable[None]] | None = None
     allocatable: NodeAllocatable | None = None  # None: the machine's CPUs and memory
     probe_manager: ProbeManager = attrs.field(init=False)
     volume_manager: VolumeManager = attrs.field(init=False)
@@ -231,6 +243,18 @@ class Kubelet:
             allocatable=self.allocatable,
             events=self.record_event,
         )
+
+    def use_object_store(
+        self, store: ObjectStore, prefetch: Callable[[Pod], Awaitable[None]] | None = None
+    ) -> None:
+        """Where ConfigMaps and Secrets come from, for env and volumes (API mode sets it before ``run``);
+        ``prefetch(pod)`` runs at the start of each pod sync, before volume setup."""
+        self.object_store = store
+        self.object_prefetch = prefetch
+        self.volume_manager.objects = store
+        run_options = self.kube_runtime.run_options
+        if isinstance(run_options, RunOptionsGenerator):
+            run_options.objects = store
 
     async def _pod_ips(self, pod: Pod) -> tuple[str, ...]:
         """The pod's IPs from the runtime (httpGet lifecycle hooks without a host)."""
@@ -571,6 +595,16 @@ class Kubelet:
         self.status_manager.set_pod_status(pod, api_status)
         if api_status.phase in ("Succeeded", "Failed"):
             return True
+        if self.object_prefetch is not None:  # Go: register secrets and configmaps
+            with trio.move_on_after(OBJECT_PREFETCH_TIMEOUT) as scope:
+                await self.object_prefetch(pod)
+            if scope.cancelled_caught:  # go on with what is cached; the next sync asks again
+                logger.warning(
+                    "fetching configmaps and secrets timed out pod=%s/%s uid=%s",
+                    pod.namespace,
+                    pod.name,
+                    pod.uid,
+                )
         try:  # Go: WaitForAttachAndMount; FailedMount events come from the volume manager
             await self.volume_manager.mount_pod(pod)
         except MountError as err:

@@ -451,7 +451,87 @@ SETTINGS: tuple[Setting, ...] = (
         "PORT",
     ),
     Setting(
-        "address", "--address", "address", _ip, "0.0.0.0", "address of the read-only server", G_HTTP, "IP"
+        "address",
+        "--address",
+        "address",
+        _ip,
+        "0.0.0.0",
+        "address of the read-only server and the Kubelet API",
+        G_HTTP,
+        "IP",
+    ),
+    Setting(
+        "port",
+        "--port",
+        "port",
+        _port,
+        10250,
+        "port of the Kubelet API (TLS, authenticated): the read-only server's endpoints (0 = off)",
+        G_HTTP,
+        "PORT",
+    ),
+    Setting(
+        "tls_cert_file",
+        "--tls-cert-file",
+        "tlsCertFile",
+        _string,
+        "",
+        "the Kubelet API's serving certificate (default: self-signed under <root-dir>/pki)",
+        G_HTTP,
+        "PATH",
+        path=True,
+    ),
+    Setting(
+        "tls_private_key_file",
+        "--tls-private-key-file",
+        "tlsPrivateKeyFile",
+        _string,
+        "",
+        "the key of --tls-cert-file",
+        G_HTTP,
+        "PATH",
+        path=True,
+    ),
+    Setting(
+        "client_ca_file",
+        "--client-ca-file",
+        "authentication.x509.clientCAFile",
+        _string,
+        "",
+        "CA bundle verifying Kubelet API client certificates (user = CN, groups = O)",
+        G_HTTP,
+        "PATH",
+        path=True,
+    ),
+    Setting(
+        "anonymous_auth",
+        "--anonymous-auth",
+        "authentication.anonymous.enabled",
+        _bool,
+        False,
+        "let unauthenticated Kubelet API requests in as system:anonymous",
+        G_HTTP,
+        "BOOL",
+    ),
+    Setting(
+        "authentication_token_webhook",
+        "--authentication-token-webhook",
+        "authentication.webhook.enabled",
+        _bool,
+        False,
+        "check Kubelet API bearer tokens with TokenReview (API mode)",
+        G_HTTP,
+        "BOOL",
+    ),
+    Setting(
+        "authorization_mode",
+        "--authorization-mode",
+        "authorization.mode",
+        _choice("AlwaysAllow", "Webhook"),
+        "AlwaysAllow",
+        "Kubelet API authorization: AlwaysAllow or Webhook (SubjectAccessReview, API mode)",
+        G_HTTP,
+        "MODE",
     ),
     # run-once
     Setting(
@@ -559,6 +639,13 @@ class KubeletOptions:
     healthz_bind_address: str = "127.0.0.1"
     read_only_port: int = 0
     address: str = "0.0.0.0"
+    port: int = 10250
+    tls_cert_file: str = ""
+    tls_private_key_file: str = ""
+    client_ca_file: str = ""
+    anonymous_auth: bool = False
+    authentication_token_webhook: bool = False
+    authorization_mode: str = "AlwaysAllow"
     runonce: bool = False
     runonce_wait: str = "running"
     runonce_timeout: float = 300.0

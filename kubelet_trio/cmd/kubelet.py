@@ -62,6 +62,13 @@ def kubelet_config(options: KubeletOptions) -> KubeletConfig:
         healthz_port=options.healthz_port,
         healthz_bind_address=options.healthz_bind_address,
         read_only_port=options.read_only_port,
+        port=options.port,
+        tls_cert_file=options.tls_cert_file,
+        tls_private_key_file=options.tls_private_key_file,
+        client_ca_file=options.client_ca_file,
+        anonymous_auth=options.anonymous_auth,
+        authentication_token_webhook=options.authentication_token_webhook,
+        authorization_mode=options.authorization_mode,
         address=options.address,
     )
 
@@ -196,7 +203,7 @@ async def run_once_main(options: KubeletOptions) -> int:
         max_pods=options.max_pods,
     )
     # No HTTP servers in run-once: it is over in moments and must not collide with a running daemon.
-    config = attrs.evolve(kubelet_config(options), healthz_port=0, read_only_port=0)
+    config = attrs.evolve(kubelet_config(options), healthz_port=0, read_only_port=0, port=0)
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

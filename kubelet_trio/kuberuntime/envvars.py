@@ -3,8 +3,9 @@ field paths (Go: ``third_party/forked/golang/expansion``, ``kubelet_pods.go`` ``
 ``podFieldSelectorRuntimeValue``, ``container/helpers.go`` ``ExpandContainerCommandAndArgs``,
 ``pkg/fieldpath``).
 
-ConfigMaps and Secrets come from an :class:`ObjectStore`. Until the API-server client provides one, the
-default store knows no objects, so a pod that references one fails to start with
+ConfigMaps and Secrets come from an :class:`ObjectStore`: in API mode the API server's
+(:class:`kubelet_trio.apiobjects.ApiObjectStore`, filled at the start of each pod sync). A standalone
+kubelet's store knows no objects, so a pod that references one fails to start with
 ``CreateContainerConfigError`` (unless the reference is ``optional``) — as a Go kubelet without a client
 does for static pods.
 """

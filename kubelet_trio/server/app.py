@@ -5,6 +5,8 @@
 - :func:`read_only_app` (``--read-only-port``, off by default): ``/healthz``, ``/pods``, ``/runningpods/``,
   ``/metrics``, ``/stats/summary`` and ``/containerLogs/{namespace}/{pod}/{container}``. Without
   authentication, like the Go kubelet's read-only port, so keep it on a trusted address.
+- :func:`kubelet_api_app` (``--port``, default 10250): the same handlers; served over TLS behind
+  authentication and authorization (:mod:`kubelet_trio.server.serve`, :mod:`kubelet_trio.server.auth`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from kubelet_trio.server.stats import stats_summary_handler
 if TYPE_CHECKING:
     from kubelet_trio.kubelet import Kubelet
 
-__all__ = ["healthz_app", "read_only_app"]
+__all__ = ["healthz_app", "kubelet_api_app", "read_only_app"]
 
 
 def _healthz_routes(kubelet: Kubelet) -> list[Route]:
@@ -61,3 +63,8 @@ def read_only_app(kubelet: Kubelet) -> App:
             Route("/containerLogs/{namespace}/{pod}/{container}", container_logs_handler(kubelet)),
         ]
     )
+
+
+def kubelet_api_app(kubelet: Kubelet) -> App:
+    """The Kubelet API's handlers (the caller wraps them in authentication and authorization)."""
+    return read_only_app(kubelet)

@@ -1,27 +1,37 @@
 """Serving the kubelet's ASGI apps with hypercorn's Trio worker, inside the Kubelet's nursery.
 
-:func:`serve_kubelet_http` starts the healthz server and the read-only server (each only when its port
-is not 0) and reports the URLs it listens on. Like the Go kubelet, a healthz server that cannot bind
-logs the error and tries again every ``HEALTHZ_RETRY`` seconds without stopping the node, while a
-read-only server that cannot bind is fatal. Cancelling the nursery stops both at once.
+:func:`serve_kubelet_http` starts the healthz server, the read-only server and the Kubelet API over
+TLS with authentication and authorization (:mod:`kubelet_trio.server.auth`), each only when its port is
+not 0, and reports the URLs they listen on. Like the Go kubelet, a healthz server that cannot bind logs
+the error and tries again every ``HEALTHZ_RETRY`` seconds without stopping the node, while a read-only
+server or Kubelet API that cannot bind is fatal. Cancelling the nursery stops them all at once.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
+import ssl
 from typing import TYPE_CHECKING, Any
 
 import trio
+from hypercorn.app_wrappers import ASGIWrapper
 from hypercorn.config import Config
 from hypercorn.trio import serve
+from hypercorn.trio.tcp_server import TCPServer
+from hypercorn.trio.worker_context import WorkerContext
+from hypercorn.typing import ConnectionState
+from hypercorn.utils import parse_socket_addr
 
-from kubelet_trio.server.app import healthz_app, read_only_app
+from kubelet_trio.server.app import healthz_app, kubelet_api_app, read_only_app
+from kubelet_trio.server.auth import AuthConfig, AuthenticatedApp, KubeletAuth
+from kubelet_trio.server.tls import serving_pair
 
 if TYPE_CHECKING:
     from kubelet_trio.kubelet import Kubelet
 
-__all__ = ["HEALTHZ_RETRY", "bind_address", "serve_app", "serve_kubelet_http"]
+__all__ = ["HEALTHZ_RETRY", "bind_address", "serve_app", "serve_kubelet_http", "serve_tls_app"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +73,104 @@ async def serve_app(app: Any, host: str, port: int, *, task_status: trio.TaskSta
         task_status.started(binds[0] if binds else f"http://{bind_address(host, port)}")
 
 
+class _PeerCertServer(TCPServer):
+    """hypercorn's connection handler, which keeps the client certificate the TLS handshake verified in
+    ``peer_certs`` (by client address) for the connection's lifetime: hypercorn 0.18 does not put it in
+    the ASGI scope."""
+
+    def __init__(self, peer_certs: dict[tuple[str, int], bytes], *args: Any) -> None:
+        super().__init__(*args)
+        self._peer_certs = peer_certs
+
+    async def run(self) -> None:
+        key: tuple[str, int] | None = None
+        stream: Any = self.stream
+        try:
+            with trio.fail_after(self.config.ssl_handshake_timeout):
+                await stream.do_handshake()  # hypercorn's own call then returns at once
+            der = stream.getpeercert(binary_form=True)
+            sock = stream.transport_stream.socket
+            if der:
+                key = parse_socket_addr(sock.family, sock.getpeername())
+                if key is not None:
+                    self._peer_certs[key] = der
+        except (trio.BrokenResourceError, trio.TooSlowError, OSError):
+            pass  # hypercorn's run sees the failed handshake and closes
+        try:
+            await super().run()
+        finally:
+            if key is not None:
+                self._peer_certs.pop(key, None)
+
+
+async def serve_tls_app(
+    app: Any,
+    host: str,
+    port: int,
+    ssl_context: ssl.SSLContext,
+    peer_certs: dict[tuple[str, int], bytes],
+    *,
+    task_status: trio.TaskStatus[str],
+) -> None:
+    """Serve ``app`` over TLS on ``host:port`` until cancelled (reports the URL once listening),
+    recording verified client certificates in ``peer_certs``."""
+    sock = _bound_socket(host, port)
+    config = Config()
+    config.errorlog = logging.getLogger("hypercorn.error")
+    config.accesslog = None
+    config.keep_alive_timeout = 90.0
+    sock.listen(config.backlog)
+    listener = trio.SSLListener(
+        trio.SocketListener(trio.socket.from_stdlib_socket(sock)), ssl_context, https_compatible=True
+    )
+    handler = functools.partial(
+        _PeerCertServer, peer_certs, ASGIWrapper(app), config, WorkerContext(None), ConnectionState({})
+    )
+    url = "https://" + bind_address(*sock.getsockname()[:2])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(trio.serve_listeners, handler, [listener])
+        task_status.started(url)
+
+
+def kubelet_api_ssl_context(cert_file: str, key_file: str, client_ca_file: str) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.set_alpn_protocols(["http/1.1"])
+    context.load_cert_chain(cert_file, key_file)
+    if client_ca_file:
+        context.load_verify_locations(client_ca_file)
+        context.verify_mode = ssl.CERT_OPTIONAL  # a certificate is verified when sent, tokens otherwise
+    return context
+
+
+async def _serve_kubelet_api(kubelet: Kubelet, *, task_status: trio.TaskStatus[str]) -> None:
+    config = kubelet.config
+    cert_file, key_file = await kubelet.run_sync(
+        serving_pair,
+        config.tls_cert_file,
+        config.tls_private_key_file,
+        config.root_dir,
+        config.node_name,
+        config.node_ips,
+    )
+    context = await kubelet.run_sync(kubelet_api_ssl_context, cert_file, key_file, config.client_ca_file)
+    auth = KubeletAuth(
+        AuthConfig(
+            node_name=config.node_name,
+            anonymous=config.anonymous_auth,
+            webhook=config.authentication_token_webhook,
+            authorization_mode=config.authorization_mode,
+        ),
+        client=lambda: kubelet.api_client,
+    )
+    peer_certs: dict[tuple[str, int], bytes] = {}
+    app = AuthenticatedApp(kubelet_api_app(kubelet), auth, peer_certs)
+    async with trio.open_nursery() as nursery:
+        url = await nursery.start(serve_tls_app, app, config.address, config.port, context, peer_certs)
+        logger.info("kubelet API listening url=%s", url)
+        task_status.started(url)
+
+
 async def _serve_healthz(kubelet: Kubelet, *, task_status: trio.TaskStatus[str | None]) -> None:
     host, port = kubelet.config.healthz_bind_address, kubelet.config.healthz_port
     reported = False
@@ -88,7 +196,7 @@ async def _serve_healthz(kubelet: Kubelet, *, task_status: trio.TaskStatus[str |
 
 
 async def serve_kubelet_http(kubelet: Kubelet, *, task_status: trio.TaskStatus[dict[str, str]]) -> None:
-    """Run the enabled servers until cancelled; reports ``{"healthz": url, "readonly": url}``."""
+    """Run the enabled servers until cancelled; reports ``{"healthz": url, "readonly": url, "api": url}``."""
     urls: dict[str, str] = {}
     async with trio.open_nursery() as nursery:
         if kubelet.config.healthz_port:
@@ -100,4 +208,6 @@ async def serve_kubelet_http(kubelet: Kubelet, *, task_status: trio.TaskStatus[d
                 serve_app, read_only_app(kubelet), kubelet.config.address, kubelet.config.read_only_port
             )
             logger.info("read-only server listening url=%s", urls["readonly"])
+        if kubelet.config.port:
+            urls["api"] = await nursery.start(_serve_kubelet_api, kubelet)
         task_status.started(urls)

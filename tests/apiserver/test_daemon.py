@@ -31,6 +31,7 @@ async def test_daemon_registers_runs_api_pods_and_stops_on_sigterm(tmp_path: Pat
                 "--node-labels", "role=edge",
                 "--node-ip", "192.0.2.77",
                 "--healthz-port", "0",
+                "--port", "0",
                 "--root-dir", str(tmp_path / "root"),
                 "--pod-logs-dir", str(tmp_path / "logs"),
             ]  # fmt: skip

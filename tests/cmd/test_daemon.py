@@ -30,7 +30,7 @@ def start_daemon(tmp_path: Path, *flags: str) -> subprocess.Popen[str]:
     with (tmp_path / "daemon.log").open("w") as log:  # the child keeps its own descriptor
         return subprocess.Popen(
             [sys.executable, "-m", "kubelet_trio", "--pod-manifest-path", str(manifests),
-             "--pod-logs-dir", str(tmp_path / "logs"), "--root-dir", str(tmp_path), *flags],
+             "--pod-logs-dir", str(tmp_path / "logs"), "--root-dir", str(tmp_path), "--port", "0", *flags],
             stdout=log, stderr=log, text=True,
         )  # fmt: skip
 

@@ -194,6 +194,7 @@ def start_daemon(cri_env: LocalCriEnvironment, manifests: Path, workdir: Path) -
                 "--pod-logs-dir", str(workdir / "logs"),
                 "--hostname-override", "adopt-node",
                 "--healthz-port", "0",
+                "--port", "0",
             ],
             stdout=log,
             stderr=log,

@@ -1,7 +1,9 @@
 """The fake API server as an ASGI app: REST routes over :class:`FakeStore`, watch streams, fault hooks.
 
 Routes: core ``/api/v1`` (cluster-scoped nodes and namespaces, namespaced pods, events, configmaps,
-secrets, serviceaccounts) and ``/apis/coordination.k8s.io/v1`` leases; ``/version``, ``/healthz``.
+secrets, serviceaccounts) and ``/apis/coordination.k8s.io/v1`` leases; ``/version``, ``/healthz``;
+TokenReview and SubjectAccessReview creation, answered from :attr:`FakeApiApp.tokens` and
+:attr:`FakeApiApp.allowed`.
 Verbs: GET (list, ``watch=true``), POST, PUT, PATCH (``application/merge-patch+json``; also accepted as
 ``strategic-merge-patch+json`` for the fields the kubelet writes), DELETE with ``DeleteOptions``.
 
@@ -67,6 +69,10 @@ class FakeApiApp:
     default_watch_timeout: float = 1800.0
     token: str | None = None  # when set, requests must carry "Authorization: Bearer <token>"
     requests: list[RecordedRequest] = attrs.Factory(list)
+    #: TokenReview: token -> user info (``{"username": ..., "groups": [...]}``); other tokens fail.
+    tokens: dict[str, dict[str, Any]] = attrs.Factory(dict)
+    #: SubjectAccessReview allow-list: (user, verb, "resource/subresource"); everything else is denied.
+    allowed: set[tuple[str, str, str]] = attrs.Factory(set)
     _injections: list[Injection] = attrs.Factory(list)
 
     def inject(
@@ -158,6 +164,10 @@ class FakeApiApp:
             return 200, {"status": "ok"}
         if path == "/version":
             return 200, {"major": "1", "minor": "33", "gitVersion": "v1.33.0-fake"}
+        if method == "POST" and path == "/apis/authentication.k8s.io/v1/tokenreviews":
+            return 201, self._token_review(body)
+        if method == "POST" and path == "/apis/authorization.k8s.io/v1/subjectaccessreviews":
+            return 201, self._access_review(body)
         resource, namespace, name, sub = self._route(path)
         store = self.store
         if name is None:
@@ -196,6 +206,19 @@ class FakeApiApp:
             uid = (options.get("preconditions") or {}).get("uid")
             return 200, store.delete(resource, namespace, name, grace_period_seconds=grace, uid=uid)
         raise FakeApiError(405, "MethodNotAllowed", f"{method} is not allowed")
+
+    def _token_review(self, body: Any) -> Obj:
+        token = ((body or {}).get("spec") or {}).get("token", "")
+        user = self.tokens.get(token)
+        status: Obj = {"authenticated": True, "user": user} if user else {"authenticated": False}
+        return {**body, "status": status}
+
+    def _access_review(self, body: Any) -> Obj:
+        spec = (body or {}).get("spec") or {}
+        attributes = spec.get("resourceAttributes") or {}
+        resource = f"{attributes.get('resource', '')}/{attributes.get('subresource', '')}"
+        allowed = (spec.get("user", ""), attributes.get("verb", ""), resource) in self.allowed
+        return {**body, "status": {"allowed": allowed}}
 
     async def _watch(self, path: str, query: dict[str, str], receive: Receive, send: Send) -> None:
         resource, namespace, name, _ = self._route(path)

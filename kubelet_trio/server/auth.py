@@ -1,0 +1,218 @@
+"""Authentication and authorization of the Kubelet API (Go: ``pkg/kubelet/server/auth.go``,
+``cmd/kubelet/app/auth.go``).
+
+Authentication, first match wins: a client certificate the TLS handshake verified against
+``--client-ca-file`` (user = its CN, groups = its O values); a bearer token, checked with a
+``TokenReview`` (``authentication.k8s.io/v1``) through the API client when webhook authentication is
+on; anonymous (``system:anonymous``) only when ``authentication.anonymous.enabled``. Otherwise 401.
+
+Authorization: ``AlwaysAllow``, or ``Webhook``: a ``SubjectAccessReview`` (``authorization.k8s.io/v1``)
+for the node resource ``nodes/<subresource>`` named for the node, the subresource from the path as in Go
+(``/stats`` → ``stats``, ``/metrics`` → ``metrics``, ``/logs`` → ``log``, everything else → ``proxy``)
+and the verb from the method. Denied is 403; a review that fails is 500.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+
+from kubelet_trio.server.asgi import TEXT, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from kubelet_trio.client import ApiClient
+
+__all__ = [
+    "ALWAYS_ALLOW",
+    "WEBHOOK",
+    "AuthConfig",
+    "AuthenticatedApp",
+    "KubeletAuth",
+    "User",
+    "request_attributes",
+    "user_from_certificate",
+]
+
+logger = logging.getLogger(__name__)
+
+ALWAYS_ALLOW = "AlwaysAllow"
+WEBHOOK = "Webhook"
+ANONYMOUS = "system:anonymous"
+UNAUTHENTICATED = "system:unauthenticated"
+AUTHENTICATED = "system:authenticated"
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+
+_VERBS = {
+    "GET": "get",
+    "HEAD": "get",
+    "POST": "create",
+    "PUT": "update",
+    "PATCH": "patch",
+    "DELETE": "delete",
+}
+_SUBRESOURCES = (("/stats", "stats"), ("/metrics", "metrics"), ("/logs", "log"))
+
+
+@attrs.frozen
+class User:
+    name: str
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+
+
+@attrs.frozen
+class AuthConfig:
+    """The KubeletConfiguration ``authentication``/``authorization`` settings."""
+
+    node_name: str
+    anonymous: bool = False  # authentication.anonymous.enabled
+    webhook: bool = False  # authentication.webhook.enabled
+    authorization_mode: str = ALWAYS_ALLOW  # authorization.mode: AlwaysAllow or Webhook
+
+
+class AuthError(Exception):
+    """A review request failed (the API server is unreachable or answered an error)."""
+
+
+def user_from_certificate(der: bytes) -> User:
+    cert = x509.load_der_x509_certificate(der)
+    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    orgs = cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)
+    return User(str(names[0].value) if names else "", tuple(str(o.value) for o in orgs))
+
+
+def request_attributes(node_name: str, method: str, path: str) -> dict[str, str]:
+    """The SubjectAccessReview ``resourceAttributes`` for a request (Go: ``GetRequestAttributes``)."""
+    subresource = "proxy"
+    for prefix, name in _SUBRESOURCES:
+        if path == prefix or path.startswith(prefix + "/"):
+            subresource = name
+            break
+    return {
+        "verb": _VERBS.get(method, method.lower()),
+        "group": "",
+        "version": "v1",
+        "resource": "nodes",
+        "subresource": subresource,
+        "name": node_name,
+        "namespace": "",
+    }
+
+
+@attrs.define(eq=False)
+class KubeletAuth:
+    config: AuthConfig
+    #: The API client for the webhooks, read at request time (None outside API mode: webhooks fail).
+    client: Callable[[], ApiClient | None] = lambda: None
+
+    async def authenticate(self, cert_der: bytes | None, headers: Mapping[str, str]) -> User | None:
+        if cert_der:
+            user = user_from_certificate(cert_der)
+            if user.name:
+                return attrs.evolve(user, groups=(*user.groups, AUTHENTICATED))
+        authorization = headers.get("authorization", "")
+        scheme, _, token = authorization.partition(" ")
+        token = token.strip()
+        if scheme.lower() == "bearer" and token and self.config.webhook:
+            user = await self._token_review(token)
+            if user is not None:
+                return user
+        if self.config.anonymous:
+            return User(ANONYMOUS, (UNAUTHENTICATED,))
+        return None
+
+    async def _token_review(self, token: str) -> User | None:
+        client = self.client()
+        if client is None:
+            logger.warning("token review skipped: no API client")
+            return None
+        review = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token},
+        }
+        try:
+            answer = await client.create(TOKEN_REVIEWS, review)
+        except Exception as err:
+            logger.warning("token review failed error=%s", err)
+            return None
+        status = answer.get("status") or {}
+        if not status.get("authenticated"):
+            return None
+        user = status.get("user") or {}
+        return User(user.get("username", ""), tuple(user.get("groups") or ()), user.get("uid", ""))
+
+    async def authorize(self, user: User, method: str, path: str) -> bool:
+        """Whether ``user`` may make the request; raises :class:`AuthError` when the review fails."""
+        if self.config.authorization_mode == ALWAYS_ALLOW:
+            return True
+        client = self.client()
+        if client is None:
+            raise AuthError("no API client for the authorization webhook")
+        review: dict[str, Any] = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": user.name,
+                "groups": list(user.groups),
+                "uid": user.uid,
+                "resourceAttributes": request_attributes(self.config.node_name, method, path),
+            },
+        }
+        try:
+            answer = await client.create(SUBJECT_ACCESS_REVIEWS, review)
+        except Exception as err:
+            raise AuthError(str(err)) from err
+        return bool((answer.get("status") or {}).get("allowed"))
+
+
+@attrs.define(eq=False)
+class AuthenticatedApp:
+    """Wraps an ASGI app with :class:`KubeletAuth`. ``peer_certs`` maps a connection's client address
+    (the scope's ``client``) to the DER certificate its TLS handshake verified (filled by the server)."""
+
+    app: Any
+    auth: KubeletAuth
+    peer_certs: Mapping[tuple[str, int], bytes] = attrs.Factory(dict)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        client = scope.get("client")
+        der = self.peer_certs.get(tuple(client)) if client else None  # type: ignore[arg-type]
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        method, path = scope["method"], scope["path"]
+        user = await self.auth.authenticate(der, headers)
+        if user is None:
+            await _reply(send, 401, "Unauthorized")
+            return
+        try:
+            allowed = await self.auth.authorize(user, method, path)
+        except AuthError as err:
+            logger.error("authorization error user=%s path=%s error=%s", user.name, path, err)
+            await _reply(send, 500, "Authorization error")
+            return
+        if not allowed:
+            attributes = request_attributes(self.auth.config.node_name, method, path)
+            await _reply(
+                send,
+                403,
+                f"Forbidden (user={user.name}, verb={attributes['verb']}, resource=nodes,"
+                f" subresource(s)=[{attributes['subresource']}])",
+            )
+            return
+        await self.app(scope, receive, send)
+
+
+async def _reply(send: Send, status: int, message: str) -> None:
+    await send(
+        {"type": "http.response.start", "status": status, "headers": [(b"content-type", TEXT.encode())]}
+    )
+    await send({"type": "http.response.body", "body": (message + "\n").encode()})

@@ -1,0 +1,107 @@
+"""ApiObjectStore (kubelet_trio.apiobjects) against the in-process fake API server: what a pod
+references, the TTL, cached 404s, API errors keeping the last known object, eviction."""
+
+from __future__ import annotations
+
+import base64
+
+import trio
+import trio.testing
+
+from kubelet_trio.api import Pod
+from kubelet_trio.apiobjects import CONFIG_MAPS, SECRETS, ApiObjectStore, ObjectRef, referenced_objects
+from tests.fakeapi import open_fake_api
+
+CM_PATH = r"/configmaps/cfg$"
+
+
+def test_referenced_objects_are_each_listed_once() -> None:
+    pod = Pod.from_dict(
+        {
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {
+                "initContainers": [
+                    {
+                        "name": "i",
+                        "envFrom": [{"secretRef": {"name": "s1"}}, {"configMapRef": {"name": "cfg"}}],
+                    }
+                ],
+                "containers": [
+                    {
+                        "name": "c",
+                        "env": [
+                            {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "a"}}},
+                            {"name": "B", "valueFrom": {"secretKeyRef": {"name": "s2", "key": "b"}}},
+                            {"name": "C", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        ],
+                    }
+                ],
+                "volumes": [
+                    {"name": "v1", "configMap": {"name": "cfg2"}},
+                    {"name": "v2", "secret": {"secretName": "s1"}},
+                    {
+                        "name": "v3",
+                        "projected": {
+                            "sources": [{"configMap": {"name": "cfg3"}}, {"secret": {"name": "s3"}}]
+                        },
+                    },
+                    {"name": "v4", "emptyDir": {}},
+                ],
+            },
+        }
+    )
+    assert referenced_objects(pod) == [
+        ObjectRef(SECRETS, "ns", "s1"),
+        ObjectRef(CONFIG_MAPS, "ns", "cfg"),
+        ObjectRef(SECRETS, "ns", "s2"),
+        ObjectRef(CONFIG_MAPS, "ns", "cfg2"),
+        ObjectRef(CONFIG_MAPS, "ns", "cfg3"),
+        ObjectRef(SECRETS, "ns", "s3"),
+    ]
+
+
+async def test_ttl_not_found_errors_and_eviction(autojump_clock: trio.testing.MockClock) -> None:
+    async with open_fake_api() as api, api.client() as client:
+        store = ApiObjectStore(client, ttl=60)
+        ref = ObjectRef(CONFIG_MAPS, "default", "cfg")
+
+        # A 404 is remembered (for the TTL) as "missing".
+        await store.ensure([ref])
+        assert store.cached(ref) and store.get_config_map("default", "cfg") is None
+        api.store.create("configmaps", "default", {"metadata": {"name": "cfg"}, "data": {"k": "1"}})
+        await store.ensure([ref])
+        assert store.get_config_map("default", "cfg") is None
+        assert len(api.app.requests_for("GET", CM_PATH)) == 1
+
+        # After the TTL the next ensure asks again.
+        await trio.sleep(60)
+        await store.ensure([ref])
+        found = store.get_config_map("default", "cfg")
+        assert found is not None and found.data == {"k": "1"}
+        assert store.get_secret("default", "cfg") is None  # a different kind, a different object
+
+        # An API error keeps the last known object; the following ensure retries.
+        api.store.patch("configmaps", "default", "cfg", {"data": {"k": "2"}})
+        await trio.sleep(60)
+        api.app.inject("GET", CM_PATH, 403)
+        await store.ensure([ref])
+        assert store.get_config_map("default", "cfg") == found
+        await store.ensure([ref])
+        found = store.get_config_map("default", "cfg")
+        assert found is not None and found.data == {"k": "2"}
+
+        # Secrets are decoded; binaryData too.
+        secret_ref = ObjectRef(SECRETS, "default", "s")
+        api.store.create(
+            "secrets",
+            "default",
+            {"metadata": {"name": "s"}, "data": {"p": base64.b64encode(b"\x00pw").decode()}},
+        )
+        await store.ensure([secret_ref])
+        secret = store.get_secret("default", "s")
+        assert secret is not None and secret.data == {"p": b"\x00pw"}
+
+        # Entries no pod asked for in ten TTLs are dropped.
+        await trio.sleep(601)
+        await store.ensure([secret_ref])
+        assert not store.cached(ref) and store.cached(secret_ref)
