@@ -14,24 +14,34 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
+import yaml
 
 from kubelet_trio.api import Pod, default_pod
-from kubelet_trio.apimode import ApiMode, ApiModeOptions, api_pod_source, attach_api_mode
+from kubelet_trio.apimode import (
+    ApiMode,
+    ApiModeOptions,
+    api_pod_source,
+    attach_api_mode,
+    open_kubeconfig_client,
+)
 from kubelet_trio.client import ApiClient
 from kubelet_trio.clock import WallClock
 from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.config.static import make_static_pod
 from kubelet_trio.config.types import API_SOURCE, FILE_SOURCE, SourceSet
+from kubelet_trio.cri.remote import open_cri_runtime
 from kubelet_trio.cri.runtime import Runtime
-from kubelet_trio.fsio import RunSync, run_inline
+from kubelet_trio.fsio import RunSync, run_in_thread, run_inline
 from kubelet_trio.kubelet import Kubelet, KubeletConfig
 from kubelet_trio.nodestatus import MachineInfo
 from kubelet_trio.sim.runtime import SimRuntime
-from tests.fakeapi import FakeApi
+from kubelet_trio.testing.env import LocalCriEnvironment, remove_all_pods
+from tests.fakeapi import FakeApi, open_fake_api, serve_fake_api
 
 MACHINE = MachineInfo(
     num_cores=4,
@@ -132,3 +142,57 @@ async def open_api_node(
             await static.send(SourceSet(FILE_SOURCE, ()))
             yield ApiNode(name, kubelet, sim, mode, client, static)
             nursery.cancel_scope.cancel()
+
+
+def node_ready(api: FakeApi, node_name: str) -> bool:
+    """The Node object exists and says Ready=True."""
+    try:
+        conditions = api.node(node_name)["status"]["conditions"]
+    except Exception:
+        return False
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def write_kubeconfig(path: Path, url: str, token: str) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "fake",
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "kubelet"}}],
+                "clusters": [{"name": "fake", "cluster": {"server": url}}],
+                "users": [{"name": "kubelet", "user": {"token": token}}],
+            }
+        )
+    )
+    return path
+
+
+@contextlib.asynccontextmanager
+async def open_containerd_api_node(
+    cri_env: LocalCriEnvironment, tmp_path: Path, node_name: str, **node_options: Any
+) -> AsyncIterator[tuple[FakeApi, ApiClient, Runtime, Any]]:
+    """An API-mode node on real containerd behind the fake API server, reached over loopback HTTP through
+    a kubeconfig; every pod of the runtime is removed afterwards."""
+    try:
+        async with open_fake_api() as api, serve_fake_api(api.app) as url:
+            api.app.token = "node-token"
+            kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", url, "node-token")
+            async with (
+                open_kubeconfig_client(str(kubeconfig)) as client,
+                open_cri_runtime(cri_env.endpoint, request_timeout=30) as runtime,
+                open_api_node(
+                    api,
+                    node_name,
+                    sim=runtime,
+                    client=client,
+                    run_sync=run_in_thread,
+                    options=ApiModeOptions(machine=MACHINE),
+                    **node_options,
+                ) as node,
+            ):
+                yield api, client, runtime, node
+    finally:
+        with trio.move_on_after(60, shield=True):
+            await remove_all_pods(cri_env.endpoint)

@@ -8,15 +8,10 @@ from typing import Any
 
 import pytest
 import trio
-import yaml
 
-from kubelet_trio.apimode import ApiModeOptions, open_kubeconfig_client
-from kubelet_trio.cri.remote import open_cri_runtime
-from kubelet_trio.fsio import run_in_thread
-from kubelet_trio.testing.env import LocalCriEnvironment, remove_all_pods
-from tests.apiserver.harness import MACHINE, open_api_node
+from kubelet_trio.testing.env import LocalCriEnvironment
+from tests.apiserver.harness import node_ready, open_containerd_api_node
 from tests.apiserver.test_pods import api_container, phase, running
-from tests.fakeapi import FakeApi, open_fake_api, serve_fake_api
 
 pytestmark = pytest.mark.containerd
 
@@ -31,95 +26,49 @@ def manifest(name: str, image: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-def write_kubeconfig(path: Path, url: str, token: str) -> Path:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "fake",
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "kubelet"}}],
-                "clusters": [{"name": "fake", "cluster": {"server": url}}],
-                "users": [{"name": "kubelet", "user": {"token": token}}],
-            }
-        )
-    )
-    return path
-
-
-def ready(api: FakeApi) -> bool:
-    try:
-        conditions = api.node(NODE)["status"]["conditions"]
-    except Exception:
-        return False
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-
 async def test_node_pods_mirror_and_events_on_containerd(
     cri_env: LocalCriEnvironment, tmp_path: Path
 ) -> None:
     image = cri_env.images.busybox
-    try:
-        with trio.fail_after(180):
-            async with open_fake_api() as api, serve_fake_api(api.app) as url:
-                api.app.token = "node-token"
-                kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", url, "node-token")
-                async with (
-                    open_kubeconfig_client(str(kubeconfig)) as client,
-                    open_cri_runtime(cri_env.endpoint, request_timeout=30) as runtime,
-                    open_api_node(
-                        api,
-                        NODE,
-                        sim=runtime,
-                        client=client,
-                        run_sync=run_in_thread,
-                        options=ApiModeOptions(machine=MACHINE),
-                    ) as node,
-                ):
-                    start = trio.current_time()
-                    await api.wait_for(lambda: ready(api))
-                    assert api.node(NODE)["status"]["nodeInfo"]["containerRuntimeVersion"].startswith(
-                        "containerd://"
-                    )
+    with trio.fail_after(180):
+        async with open_containerd_api_node(cri_env, tmp_path, NODE) as (api, _client, runtime, node):
+            start = trio.current_time()
+            await api.wait_for(lambda: node_ready(api, NODE))
+            assert api.node(NODE)["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
 
-                    # A pod created through the API runs; its status is published.
-                    api.create_pod(manifest("web", image, nodeName=NODE, terminationGracePeriodSeconds=10))
-                    await api.wait_for(lambda: running(api, "web") and phase(api, "web") == "Running")
-                    status = api.pod("web")["status"]
-                    assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "True"
-                    app = api_container(api, "web", "app")
-                    assert app["containerID"].startswith("containerd://") and app["ready"] is True
+            # A pod created through the API runs; its status is published.
+            api.create_pod(manifest("web", image, nodeName=NODE, terminationGracePeriodSeconds=10))
+            await api.wait_for(lambda: running(api, "web") and phase(api, "web") == "Running")
+            status = api.pod("web")["status"]
+            assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "True"
+            app = api_container(api, "web", "app")
+            assert app["containerID"].startswith("containerd://") and app["ready"] is True
 
-                    # A label patch does not restart it.
-                    api.store.patch("pods", "default", "web", {"metadata": {"labels": {"rev": "2"}}})
-                    await trio.sleep(3)
-                    again = api_container(api, "web", "app")
-                    assert again["containerID"] == app["containerID"] and again["restartCount"] == 0
+            # A label patch does not restart it.
+            api.store.patch("pods", "default", "web", {"metadata": {"labels": {"rev": "2"}}})
+            await trio.sleep(3)
+            again = api_container(api, "web", "app")
+            assert again["containerID"] == app["containerID"] and again["restartCount"] == 0
 
-                    # A static pod gets a mirror pod, with the static pod's status.
-                    await node.set_static_pods(manifest("static-web", image))
-                    await api.wait_for(lambda: running(api, f"static-web-{NODE}"))
-                    mirror = api.pod(f"static-web-{NODE}")
-                    assert "kubernetes.io/config.mirror" in mirror["metadata"]["annotations"]
+            # A static pod gets a mirror pod, with the static pod's status.
+            await node.set_static_pods(manifest("static-web", image))
+            await api.wait_for(lambda: running(api, f"static-web-{NODE}"))
+            mirror = api.pod(f"static-web-{NODE}")
+            assert "kubernetes.io/config.mirror" in mirror["metadata"]["annotations"]
 
-                    # A graceful delete stops the containers, then removes the pod object.
-                    api.store.delete("pods", "default", "web")
-                    await api.wait_for(lambda: not api.has_pod("web"))
-                    web_id = app["containerID"].split("://", 1)[1]
-                    (state,) = [c.state for c in await runtime.list_containers() if c.id == web_id] or [None]
-                    assert state != 1  # not running (exited, or already removed)
+            # A graceful delete stops the containers, then removes the pod object.
+            api.store.delete("pods", "default", "web")
+            await api.wait_for(lambda: not api.has_pod("web"))
+            web_id = app["containerID"].split("://", 1)[1]
+            (state,) = [c.state for c in await runtime.list_containers() if c.id == web_id] or [None]
+            assert state != 1  # not running (exited, or already removed)
 
-                    # Events were recorded.
-                    await trio.sleep(2)
-                    reasons = {
-                        e["reason"] for e in api.events("default") if e["involvedObject"]["name"] == "web"
-                    }
-                    assert {"Pulled", "Created", "Started", "Killing"} <= reasons, reasons
+            # Events were recorded.
+            await trio.sleep(2)
+            reasons = {e["reason"] for e in api.events("default") if e["involvedObject"]["name"] == "web"}
+            assert {"Pulled", "Created", "Started", "Killing"} <= reasons, reasons
 
-                    # The lease was renewed at least twice within 30 s.
-                    await trio.sleep_until(start + 30)
-                    assert len(api.app.requests_for("PUT", rf"/leases/{NODE}$")) >= 2
-                    assert ready(api)
-    finally:
-        with trio.move_on_after(60, shield=True):
-            await remove_all_pods(cri_env.endpoint)
+            # The lease was renewed at least twice within 30 s.
+            await trio.sleep_until(start + 30)
+            assert len(api.app.requests_for("PUT", rf"/leases/{NODE}$")) >= 2
+            assert node_ready(api, NODE)

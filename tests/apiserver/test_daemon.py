@@ -11,7 +11,7 @@ from pathlib import Path
 
 import trio
 
-from tests.apiserver.test_containerd import write_kubeconfig
+from tests.apiserver.harness import write_kubeconfig
 from tests.apiserver.test_pods import phase, running
 from tests.fakeapi import open_fake_api, serve_fake_api
 
