@@ -14,7 +14,8 @@ feeds the PodConfig) and the other components need the Kubelet::
 the Kubelet's event sink), node registration and status, the node Lease, the pod status publisher and
 the mirror-pod manager; it makes ConfigMaps and Secrets come from the API server
 (:class:`~kubelet_trio.apiobjects.ApiObjectStore`, fetched at the start of each pod sync, cached for
-``object_cache_ttl``); and it turns on admission against the Node's allocatable
+``object_cache_ttl``) and projected service account tokens from the TokenRequest API
+(:class:`~kubelet_trio.token.TokenManager`); and it turns on admission against the Node's allocatable
 (:mod:`kubelet_trio.admission`).
 """
 
@@ -49,6 +50,7 @@ from kubelet_trio.nodestatus import DEFAULT_EVICTION_HARD, MachineInfo, NodeStat
 from kubelet_trio.pod.mirror import MirrorPodManager
 from kubelet_trio.pod_workers import is_static
 from kubelet_trio.status.sync import StatusPublisher
+from kubelet_trio.token import TokenManager
 
 __all__ = [
     "KUBELET_VERSION",
@@ -97,6 +99,7 @@ class ApiMode:
     publisher: StatusPublisher
     mirrors: MirrorPodManager
     objects: ApiObjectStore
+    tokens: TokenManager
 
 
 def api_pod_source(
@@ -191,9 +194,11 @@ def attach_api_mode(
     ttl = options.object_cache_ttl
     objects = ApiObjectStore(client, ttl=kubelet.config.sync_frequency if ttl is None else ttl)
     kubelet.use_object_store(objects, objects.ensure_pod)
-    kubelet.components.extend([recorder, node_status, lease, publisher, mirrors])
+    tokens = TokenManager(client=client, clock=kubelet.clock)
+    kubelet.volume_manager.tokens = tokens
+    kubelet.components.extend([recorder, node_status, lease, publisher, mirrors, tokens])
     recorder.record_node("Normal", "Starting", "Starting kubelet.")
-    return ApiMode(client, source, recorder, node_status, lease, publisher, mirrors, objects)
+    return ApiMode(client, source, recorder, node_status, lease, publisher, mirrors, objects, tokens)
 
 
 @contextlib.asynccontextmanager
@@ -211,10 +216,18 @@ async def open_kubeconfig_client(
 
 
 def api_mode_options(options: Any) -> ApiModeOptions:
-    """:class:`ApiModeOptions` from the CLI's ``KubeletOptions`` (the settings it has today)."""
+    """:class:`ApiModeOptions` from the CLI's ``KubeletOptions``."""
     return ApiModeOptions(
+        register_node=options.register_node,
         node_labels=dict(options.node_labels),
+        register_with_taints=tuple(options.register_with_taints),
         max_pods=options.max_pods,
         hostname=options.hostname_override or None,
         kubelet_port=options.port,
+        kube_reserved=dict(options.kube_reserved),
+        system_reserved=dict(options.system_reserved),
+        eviction_hard=dict(options.eviction_hard),
+        node_status_update_frequency=options.node_status_update_frequency,
+        node_status_report_frequency=options.node_status_report_frequency,
+        node_lease_duration_seconds=options.node_lease_duration_seconds,
     )

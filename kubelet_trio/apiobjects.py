@@ -13,8 +13,10 @@ entry's TTL plus the next resync); environment variables are fixed when a contai
 A 404 is cached as "missing", so ``get_*`` returns None and the pod fails with
 ``CreateContainerConfigError`` (env) or ``FailedMount`` (volumes) naming the object, unless the reference
 is ``optional``; the next sync after the TTL asks again. Any other API error keeps the previous entry
-(stale data beats none) and leaves an object never fetched unknown (None), and is retried on the next
-sync. Entries no pod has asked for in ``EVICT_AFTER_TTLS`` TTLs are dropped.
+(stale data beats none); an object never fetched is unknown and ``get_*`` raises
+:class:`~kubelet_trio.kuberuntime.envvars.ObjectUnavailable` with the API error (or "not fetched yet"
+when the prefetch ran out of time), which fails the pod's sync even for optional references, as Go does;
+it is retried on the next sync. Entries no pod has asked for in ``EVICT_AFTER_TTLS`` TTLs are dropped.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import trio
 
 from kubelet_trio.api import Pod
 from kubelet_trio.client import ApiClient, ApiClientError, NotFound
-from kubelet_trio.kuberuntime.envvars import ConfigMap, Secret
+from kubelet_trio.kuberuntime.envvars import ConfigMap, ObjectUnavailable, Secret
 
 __all__ = [
     "CONFIG_MAPS",
@@ -147,15 +149,23 @@ class ApiObjectStore:
     client: ApiClient
     ttl: float = DEFAULT_TTL
     _entries: dict[ObjectRef, _Entry] = attrs.Factory(dict)
+    # the last failure (message, when) of objects never fetched
+    _errors: dict[ObjectRef, tuple[str, float]] = attrs.Factory(dict)
+
+    def _lookup(self, ref: ObjectRef) -> ConfigMap | Secret | None:
+        entry = self._entries.get(ref)
+        if entry is not None:
+            return entry.value
+        kind = "configmap" if ref.resource == CONFIG_MAPS else "secret"
+        reason = self._errors.get(ref, ("not fetched from the API server yet", 0.0))[0]
+        raise ObjectUnavailable(f"couldn't get {kind} {ref.namespace}/{ref.name}: {reason}")
 
     def get_config_map(self, namespace: str, name: str) -> ConfigMap | None:
-        entry = self._entries.get(ObjectRef(CONFIG_MAPS, namespace, name))
-        value = entry.value if entry is not None else None
+        value = self._lookup(ObjectRef(CONFIG_MAPS, namespace, name))
         return value if isinstance(value, ConfigMap) else None
 
     def get_secret(self, namespace: str, name: str) -> Secret | None:
-        entry = self._entries.get(ObjectRef(SECRETS, namespace, name))
-        value = entry.value if entry is not None else None
+        value = self._lookup(ObjectRef(SECRETS, namespace, name))
         return value if isinstance(value, Secret) else None
 
     def cached(self, ref: ObjectRef) -> bool:
@@ -193,6 +203,7 @@ class ApiObjectStore:
                 ref.name,
                 err,
             )
+            self._errors[ref] = (str(err), trio.current_time())
             return  # keep what we had (or nothing): retried on the next sync
         else:
             value = config_map_from_json(obj) if ref.resource == CONFIG_MAPS else secret_from_json(obj)
@@ -202,8 +213,11 @@ class ApiObjectStore:
                 "object changed resource=%s namespace=%s name=%s", ref.resource, ref.namespace, ref.name
             )
         self._entries[ref] = _Entry(value, now, now)
+        self._errors.pop(ref, None)
 
     def _evict(self, now: float) -> None:
         horizon = self.ttl * EVICT_AFTER_TTLS
         for ref in [r for r, e in self._entries.items() if now - e.used_at > horizon]:
             del self._entries[ref]
+        for ref in [r for r, (_, when) in self._errors.items() if now - when > horizon]:
+            del self._errors[ref]

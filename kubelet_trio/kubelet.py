@@ -93,6 +93,9 @@ class KubeletConfig:
     cluster_dns: tuple[str, ...] = ()  # clusterDNS: the nameservers of ClusterFirst pods
     cluster_domain: str = ""  # clusterDomain: search domains and pod FQDNs
     resolv_conf: str = "/etc/resolv.conf"  # the node's resolver file for dnsPolicy Default ("" = none)
+    # secret/downwardAPI/projected volumes on tmpfs, as Go; None: when running as root (an unprivileged
+    # embedding writes them to disk). Harnesses on a simulated runtime pass False.
+    memory_backed_volumes: bool | None = None
 
 
 class EventKind(enum.Enum):
@@ -242,6 +245,7 @@ class Kubelet:
             objects=self.object_store,
             allocatable=self.allocatable,
             events=self.record_event,
+            memory_backed=self.config.memory_backed_volumes,
         )
 
     def use_object_store(
@@ -305,8 +309,8 @@ class Kubelet:
     @staticmethod
     async def _ticker(period: float, kind: EventKind, sink: trio.MemorySendChannel[LoopEvent]) -> None:
         """Periodic ticks; a tick that finds the channel full is dropped (ticks coalesce)."""
-        async with sink:
-            async for _ in trio_util.periodic(period):
+        async with sink, contextlib.aclosing(trio_util.periodic(period)) as ticks:
+            async for _ in ticks:
                 with contextlib.suppress(trio.WouldBlock):
                     sink.send_nowait(LoopEvent(kind))
 
@@ -315,22 +319,23 @@ class Kubelet:
     ) -> None:
         """updateRuntimeUp: ask the runtime for its status every 5 s; errors make the sync loop wait."""
         started = False
-        async for _ in trio_util.periodic(RUNTIME_STATUS_PERIOD):
-            try:
-                with trio.fail_after(RUNTIME_STATUS_PERIOD):
-                    status = await self.runtime.status()
-                conditions = {c.type: c for c in (status.status.conditions if status.status else [])}
-                runtime_ready = conditions.get("RuntimeReady")
-                if runtime_ready is None or not runtime_ready.status:
-                    reason = runtime_ready.reason if runtime_ready else "no RuntimeReady condition"
-                    self._set_runtime_error(f"container runtime is not ready: {reason}")
-                else:
-                    self._set_runtime_error(None)
-            except Exception as exc:
-                self._set_runtime_error(f"container runtime is down: {exc}")
-            if not started:
-                started = True
-                task_status.started()
+        async with contextlib.aclosing(trio_util.periodic(RUNTIME_STATUS_PERIOD)) as ticks:
+            async for _ in ticks:
+                try:
+                    with trio.fail_after(RUNTIME_STATUS_PERIOD):
+                        status = await self.runtime.status()
+                    conditions = {c.type: c for c in (status.status.conditions if status.status else [])}
+                    runtime_ready = conditions.get("RuntimeReady")
+                    if runtime_ready is None or not runtime_ready.status:
+                        reason = runtime_ready.reason if runtime_ready else "no RuntimeReady condition"
+                        self._set_runtime_error(f"container runtime is not ready: {reason}")
+                    else:
+                        self._set_runtime_error(None)
+                except Exception as exc:
+                    self._set_runtime_error(f"container runtime is down: {exc}")
+                if not started:
+                    started = True
+                    task_status.started()
 
     def _set_runtime_error(self, error: str | None) -> None:
         if error != self.runtime_error:
@@ -521,18 +526,19 @@ class Kubelet:
         Only pods no longer desired and not held by a worker are collected, and only once every source has
         spoken, so a slow source never gets its pods collected.
         """
-        async for _ in trio_util.periodic(self.config.container_gc_period):
-            if not self.sources_ready:
-                continue
-            keep = set(self.pod_manager.by_uid()) | {
-                uid
-                for uid in self.pod_workers.known_uids()
-                if self.pod_workers.could_have_running_containers(uid)
-            }
-            try:
-                await self.kube_runtime.collect_orphans(keep)
-            except Exception as exc:
-                logger.warning("container garbage collection failed error=%s", exc)
+        async with contextlib.aclosing(trio_util.periodic(self.config.container_gc_period)) as ticks:
+            async for _ in ticks:
+                if not self.sources_ready:
+                    continue
+                keep = set(self.pod_manager.by_uid()) | {
+                    uid
+                    for uid in self.pod_workers.known_uids()
+                    if self.pod_workers.could_have_running_containers(uid)
+                }
+                try:
+                    await self.kube_runtime.collect_orphans(keep)
+                except Exception as exc:
+                    logger.warning("container garbage collection failed error=%s", exc)
 
     async def handle_pod_cleanups(self) -> None:
         """Housekeeping (Go HandlePodCleanups): kill orphans, restart forgotten pods, collect garbage."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import math
 import os
 import re
 import socket
@@ -29,7 +30,9 @@ from typing import Any
 import attrs
 import yaml
 
+from kubelet_trio.api import Quantity
 from kubelet_trio.config.http import parse_manifest_url_headers
+from kubelet_trio.nodestatus.setters import DEFAULT_EVICTION_HARD
 
 __all__ = [
     "CONFIG_API_VERSION",
@@ -202,6 +205,112 @@ def _labels(value: Any, from_file: bool) -> dict[str, str]:
     return labels
 
 
+def _positive_number(value: Any, from_file: bool) -> float:
+    if isinstance(value, bool):
+        raise ValueError("expected a number")
+    try:
+        number = float(value) if isinstance(value, (int, float)) or not from_file else math.nan
+    except ValueError:
+        number = math.nan
+    if not number > 0:
+        raise ValueError("expected a number greater than zero")
+    return number
+
+
+def _pairs(value: Any, from_file: bool, separator: str) -> dict[str, str]:
+    """File: a map; flags: ``k<sep>v,k2<sep>v2`` (repeatable)."""
+    if from_file:
+        if not isinstance(value, Mapping):
+            raise ValueError("expected a map")
+        return {str(k): str(v) for k, v in value.items()}
+    pairs: dict[str, str] = {}
+    for item in value if isinstance(value, list) else [value]:
+        for pair in str(item).split(","):
+            if not pair:
+                continue
+            key, sep, val = pair.partition(separator)
+            if not sep or not key or not val:
+                raise ValueError(f"expected key{separator}value pairs separated by commas")
+            pairs[key.strip()] = val.strip()
+    return pairs
+
+
+RESERVABLE = ("cpu", "memory", "ephemeral-storage", "pid")
+
+
+def _reserved(value: Any, from_file: bool) -> dict[str, str]:
+    """kubeReserved/systemReserved: ``cpu=100m,memory=256Mi`` or a map; values are quantities."""
+    reserved = _pairs(value, from_file, "=")
+    for name, amount in reserved.items():
+        if name not in RESERVABLE:
+            raise ValueError(f"unknown resource {name!r} (expected {', '.join(RESERVABLE)})")
+        try:
+            if Quantity(amount).milli_value() < 0:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"{name}: {amount!r} is not a non-negative quantity") from None
+    return reserved
+
+
+EVICTION_SIGNALS = (
+    "memory.available",
+    "nodefs.available",
+    "nodefs.inodesFree",
+    "imagefs.available",
+    "imagefs.inodesFree",
+    "pid.available",
+)
+
+
+def _eviction(value: Any, from_file: bool) -> dict[str, str]:
+    """evictionHard: ``memory.available<100Mi,nodefs.available<10%`` or a map of signal to threshold."""
+    thresholds = _pairs(value, from_file, "<")
+    for signal, threshold in thresholds.items():
+        if signal not in EVICTION_SIGNALS:
+            raise ValueError(f"unknown eviction signal {signal!r} (expected {', '.join(EVICTION_SIGNALS)})")
+        try:
+            if threshold.endswith("%"):
+                if not 0 <= float(threshold[:-1]) <= 100:
+                    raise ValueError
+            elif Quantity(threshold).milli_value() < 0:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"{signal}: {threshold!r} is not a quantity or a percentage") from None
+    return thresholds
+
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _taints(value: Any, from_file: bool) -> tuple[dict[str, str], ...]:
+    """registerWithTaints: a list of ``{key, value, effect}``; flags: ``key[=value]:Effect,...``."""
+    taints: list[dict[str, str]] = []
+    if from_file:
+        if not isinstance(value, list) or not all(isinstance(t, Mapping) for t in value):
+            raise ValueError("expected a list of taints (key, value, effect)")
+        items = [{str(k): str(v) for k, v in t.items()} for t in value]
+    else:
+        items = []
+        for item in value if isinstance(value, list) else [value]:
+            for spec in str(item).split(","):
+                if not spec:
+                    continue
+                head, sep, effect = spec.rpartition(":")
+                if not sep:
+                    raise ValueError("expected key[=value]:Effect")
+                key, _, val = head.partition("=")
+                items.append({"key": key, "value": val, "effect": effect})
+    for taint in items:
+        if not _LABEL_KEY.match(taint.get("key", "")):
+            raise ValueError(f"invalid taint key {taint.get('key', '')!r}")
+        if taint.get("effect") not in TAINT_EFFECTS:
+            raise ValueError(
+                f"invalid taint effect {taint.get('effect')!r} (expected {', '.join(TAINT_EFFECTS)})"
+            )
+        taints.append({k: v for k, v in taint.items() if k in ("key", "value", "effect") and v != ""})
+    return tuple(taints)
+
+
 # -- the settings ---------------------------------------------------------------------------------------
 
 
@@ -220,11 +329,12 @@ class Setting:
     path: bool = False  # relative paths in the file are relative to the file
 
 
-G_CONFIG, G_SOURCES, G_RUNTIME, G_NODE, G_HTTP, G_RUNONCE, G_LOGS = (
+G_CONFIG, G_SOURCES, G_RUNTIME, G_NODE, G_API, G_HTTP, G_RUNONCE, G_LOGS = (
     "configuration",
     "pod sources",
     "container runtime",
     "node",
+    "API server mode (--kubeconfig)",
     "HTTP servers",
     "run-once (--runonce)",
     "logging",
@@ -414,9 +524,113 @@ SETTINGS: tuple[Setting, ...] = (
         "maxPods",
         _non_negative_int,
         110,
-        "the most pods this node runs (enforced at run-once admission)",
+        "the most pods this node runs (enforced at admission)",
         G_NODE,
         "N",
+    ),
+    # API server mode
+    Setting(
+        "kube_api_qps",
+        "--kube-api-qps",
+        "kubeAPIQPS",
+        _positive_number,
+        50.0,
+        "requests per second to the API server (client-side token bucket)",
+        G_API,
+        "QPS",
+    ),
+    Setting(
+        "kube_api_burst",
+        "--kube-api-burst",
+        "kubeAPIBurst",
+        _non_negative_int,
+        100,
+        "burst of the API client's rate limit",
+        G_API,
+        "N",
+    ),
+    Setting(
+        "register_node",
+        "--register-node",
+        "registerNode",
+        _bool,
+        True,
+        "create the Node object (false: only update one that exists)",
+        G_API,
+        "BOOL",
+    ),
+    Setting(
+        "register_with_taints",
+        "--register-with-taints",
+        "registerWithTaints",
+        _taints,
+        (),
+        "taints of the Node when it is registered, key[=value]:Effect[,...] (repeatable)",
+        G_API,
+        "TAINTS",
+        repeatable=True,
+    ),
+    Setting(
+        "kube_reserved",
+        "--kube-reserved",
+        "kubeReserved",
+        _reserved,
+        {},
+        "resources reserved for Kubernetes daemons, e.g. cpu=100m,memory=256Mi (less allocatable)",
+        G_API,
+        "RESOURCES",
+        repeatable=True,
+    ),
+    Setting(
+        "system_reserved",
+        "--system-reserved",
+        "systemReserved",
+        _reserved,
+        {},
+        "resources reserved for the OS, e.g. cpu=100m,memory=256Mi (less allocatable)",
+        G_API,
+        "RESOURCES",
+        repeatable=True,
+    ),
+    Setting(
+        "eviction_hard",
+        "--eviction-hard",
+        "evictionHard",
+        _eviction,
+        dict(DEFAULT_EVICTION_HARD),
+        "hard eviction thresholds, e.g. memory.available<100Mi,nodefs.available<10% (replace the defaults;"
+        " subtracted from allocatable)",
+        G_API,
+        "THRESHOLDS",
+        repeatable=True,
+    ),
+    Setting(
+        "node_status_update_frequency",
+        "--node-status-update-frequency",
+        "nodeStatusUpdateFrequency",
+        _positive_duration,
+        10.0,
+        "how often the node status is computed and posted when it changed",
+        G_API,
+        "DURATION",
+    ),
+    Setting(
+        "node_status_report_frequency",
+        None,
+        "nodeStatusReportFrequency",
+        _positive_duration,
+        300.0,
+        "how often the node status is posted when nothing changed",
+        G_API,
+    ),
+    Setting(
+        "node_lease_duration_seconds",
+        None,
+        "nodeLeaseDurationSeconds",
+        _non_negative_int,
+        40,
+        "the node Lease's leaseDurationSeconds (renewed every quarter of it)",
+        G_API,
     ),
     # http
     Setting(
@@ -635,6 +849,16 @@ class KubeletOptions:
     pod_logs_dir: str = "/var/log/pods"
     sync_frequency: float = 60.0
     max_pods: int = 110
+    kube_api_qps: float = 50.0
+    kube_api_burst: int = 100
+    register_node: bool = True
+    register_with_taints: tuple[dict[str, str], ...] = ()
+    kube_reserved: dict[str, str] = attrs.Factory(dict)
+    system_reserved: dict[str, str] = attrs.Factory(dict)
+    eviction_hard: dict[str, str] = attrs.Factory(lambda: dict(DEFAULT_EVICTION_HARD))
+    node_status_update_frequency: float = 10.0
+    node_status_report_frequency: float = 300.0
+    node_lease_duration_seconds: int = 40
     healthz_port: int = 10248
     healthz_bind_address: str = "127.0.0.1"
     read_only_port: int = 0
@@ -665,8 +889,12 @@ class KubeletOptions:
 
 def _show_default(setting: Setting) -> str:
     value = setting.default
-    if setting.is_switch or value in ("", {}, None):
+    if setting.is_switch or value in ("", {}, (), None):
         return ""
+    if setting.parse is _eviction:
+        return f" (default {','.join(f'{k}<{v}' for k, v in value.items())})"
+    if isinstance(value, bool):
+        return f" (default {str(value).lower()})"
     if setting.parse in (_duration, _positive_duration):
         from kubelet_trio.clock import go_duration
 
@@ -689,7 +917,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog=(
             "Flags override the --config file. Durations: 1m0s, 20s, 500ms (flags also take seconds).\n"
-            "Other commands: kubelet-trio {demo,sim-cri,check-manifests} --help"
+            "Config-file only: "
+            + "; ".join(f"{s.key}: {s.help}{_show_default(s)}" for s in SETTINGS if s.flag is None)
+            + ".\nOther commands: kubelet-trio {demo,sim-cri,check-manifests} --help"
         ),
         formatter_class=_Formatter,
         argument_default=argparse.SUPPRESS,
@@ -702,12 +932,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     groups = {G_CONFIG: config}
     for setting in SETTINGS:
-        assert setting.flag is not None
+        if setting.flag is None:  # config-file only, as in Go (listed in the epilog)
+            continue
         group = groups.get(setting.group) or groups.setdefault(
             setting.group, parser.add_argument_group(setting.group)
         )
         key = f" [{setting.key}]" if setting.key else ""
-        help_text = setting.help + _show_default(setting) + key
+        help_text = (setting.help + _show_default(setting) + key).replace("%", "%%")  # argparse formats it
         if setting.is_switch:
             group.add_argument(setting.flag, dest=setting.dest, action="store_true", help=help_text)
         elif setting.repeatable:

@@ -137,7 +137,9 @@ async def open_api(options: KubeletOptions) -> AsyncIterator[ApiClient | None]:
     if not options.kubeconfig:
         yield None
         return
-    async with open_kubeconfig_client(options.kubeconfig) as client:
+    async with open_kubeconfig_client(
+        options.kubeconfig, qps=options.kube_api_qps, burst=options.kube_api_burst
+    ) as client:
         yield client
 
 

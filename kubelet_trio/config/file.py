@@ -209,10 +209,11 @@ class FileSource:
     async def _tick(self, kick: trio.MemorySendChannel[None]) -> None:
         async with kick:
             first = True
-            async for _ in trio_util.periodic(self.check_period):
-                if not first:
-                    _kick(kick)
-                first = False
+            async with contextlib.aclosing(trio_util.periodic(self.check_period)) as ticks:
+                async for _ in ticks:
+                    if not first:
+                        _kick(kick)
+                    first = False
 
     async def _follow_inotify(self, inotify: Inotify, kick: trio.MemorySendChannel[None]) -> None:
         async with kick:

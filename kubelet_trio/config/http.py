@@ -10,6 +10,7 @@ The httpx transport is injectable (``transport=httpx.MockTransport(...)`` in tes
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 
@@ -70,11 +71,12 @@ class HttpSource:
             httpx.AsyncClient(transport=self.transport, timeout=None, follow_redirects=True) as client,
         ):
             started = False
-            async for _ in trio_util.periodic(self.check_period):
-                await self._poll(client)
-                if not started:
-                    started = True
-                    task_status.started()
+            async with contextlib.aclosing(trio_util.periodic(self.check_period)) as ticks:
+                async for _ in ticks:
+                    await self._poll(client)
+                    if not started:
+                        started = True
+                        task_status.started()
 
     def _fail(self, reason: str) -> None:
         if reason != self._last_reason:

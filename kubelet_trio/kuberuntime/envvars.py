@@ -27,6 +27,7 @@ __all__ = [
     "ConfigMap",
     "EnvError",
     "ObjectStore",
+    "ObjectUnavailable",
     "Secret",
     "expand",
     "expand_command_and_args",
@@ -66,8 +67,14 @@ class Secret:
     data: Mapping[str, bytes] = attrs.field(factory=dict)
 
 
+class ObjectUnavailable(EnvError, ValueError):
+    """The object's existence is unknown (the API server could not be asked): unlike "not found", this
+    fails even an ``optional`` reference, as in Go. Volume setup reports it as FailedMount."""
+
+
 class ObjectStore(Protocol):
-    """Where ConfigMaps and Secrets come from (Go: the configMap/secret managers). None = not found."""
+    """Where ConfigMaps and Secrets come from (Go: the configMap/secret managers). None = not found;
+    :class:`ObjectUnavailable` = unknown."""
 
     def get_config_map(self, namespace: str, name: str) -> ConfigMap | None: ...
 

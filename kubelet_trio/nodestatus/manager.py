@@ -61,11 +61,24 @@ class NodeHost(Protocol):
     def health_errors(self) -> list[str]: ...
 
 
-def _ready(status: dict[str, Any] | None) -> str | None:
+#: condition type -> (event reason when it turns True, when it turns False), in Go's setter order.
+_TRANSITION_EVENTS = {
+    "MemoryPressure": ("NodeHasInsufficientMemory", "NodeHasSufficientMemory"),
+    "DiskPressure": ("NodeHasDiskPressure", "NodeHasNoDiskPressure"),
+    "PIDPressure": ("NodeHasInsufficientPID", "NodeHasSufficientPID"),
+    "Ready": ("NodeReady", "NodeNotReady"),
+}
+
+
+def _condition_status(status: dict[str, Any] | None, type_: str) -> str | None:
     for condition in (status or {}).get("conditions") or ():
-        if condition.get("type") == "Ready":
+        if condition.get("type") == type_:
             return str(condition.get("status"))
     return None
+
+
+def _ready(status: dict[str, Any] | None) -> str | None:
+    return _condition_status(status, "Ready")
 
 
 @attrs.define(eq=False)
@@ -237,14 +250,12 @@ class NodeStatusManager:
             self.node.value = None  # read it afresh next time
 
     def _report_transitions(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        before, after = _ready(old), _ready(new)
-        if after != before and after is not None:
-            if after == "True":
-                self._event("Normal", "NodeReady", f"Node {self.config.node_name} status is now: NodeReady")
-            else:
-                self._event(
-                    "Normal", "NodeNotReady", f"Node {self.config.node_name} status is now: NodeNotReady"
-                )
+        """Go's condition setters: an event when a condition appears or changes status."""
+        for type_, (when_true, when_false) in _TRANSITION_EVENTS.items():
+            before, after = _condition_status(old, type_), _condition_status(new, type_)
+            if after != before and after is not None:
+                reason = when_true if after == "True" else when_false
+                self._event("Normal", reason, f"Node {self.config.node_name} status is now: {reason}")
 
     async def _fast_until_ready(self) -> None:
         """``fastStatusUpdateOnce``: report at once when the node first becomes ready."""

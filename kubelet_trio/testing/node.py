@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import tempfile
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -30,6 +31,7 @@ from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.fsio import RunSync, run_in_thread, run_inline
 from kubelet_trio.kubelet import Kubelet, KubeletConfig
 from kubelet_trio.sim.runtime import SimRuntime
+from kubelet_trio.volumemanager.mounter import unmount_all_under
 
 TEST_SOURCE = "test"
 
@@ -102,6 +104,17 @@ class SimNode:
         await self.kubelet.pod_workers.wait_finished(pod.uid)
 
 
+@contextlib.contextmanager
+def temporary_root(prefix: str) -> Iterator[str]:
+    """A temporary directory for a node's files; mounts left below it are detached before removal."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        try:
+            yield tmp
+        finally:
+            if os.geteuid() == 0:
+                unmount_all_under(tmp)
+
+
 @contextlib.asynccontextmanager
 async def open_node(
     runtime: Runtime,
@@ -111,9 +124,10 @@ async def open_node(
     run_sync: RunSync = run_in_thread,
     **config: Any,
 ) -> AsyncIterator[SimNode]:
-    """Run a node on any ``Runtime`` until the block exits; pods are left as they are (like a kubelet)."""
+    """Run a node on any ``Runtime`` until the block exits; pods are left as they are (like a kubelet),
+    but the node's temporary root directory goes, tmpfs volumes and all."""
     clock = clock or WallClock()
-    with tempfile.TemporaryDirectory(prefix="kubelet-trio-node-") as tmp:
+    with temporary_root("kubelet-trio-node-") as tmp:
         kubelet_config = KubeletConfig(
             node_name=node_name,
             pod_logs_dir=config.pop("pod_logs_dir", f"{tmp}/pod-logs"),
@@ -140,7 +154,9 @@ async def open_sim_node(
     clock: WallClock | None = None,
     **config: Any,
 ) -> AsyncIterator[SimNode]:
-    """A node on a SimRuntime sharing its clock; file operations inline so MockClock stays exact."""
+    """A node on a SimRuntime sharing its clock; file operations inline so MockClock stays exact; no tmpfs
+    mounts (simulated containers cannot see them)."""
+    config.setdefault("memory_backed_volumes", False)
     clock = clock or WallClock()
     sim = sim or SimRuntime(clock=clock, run_sync=run_inline)
     async with open_node(sim, node_name, clock=clock, run_sync=run_inline, **config) as node:

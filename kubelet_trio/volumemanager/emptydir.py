@@ -9,10 +9,8 @@ lives as long as the pod: created before its first container starts, removed aft
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import shutil
 from collections.abc import Sequence
 
 from kubelet_trio.api import Container, EmptyDirVolumeSource, Pod
@@ -21,7 +19,12 @@ from kubelet_trio.kuberuntime.resources import NodeAllocatable
 from kubelet_trio.volumemanager.mounter import Mounter, MountFailed
 from kubelet_trio.volumemanager.ownership import set_volume_ownership
 
-__all__ = ["EMPTY_DIR_MODE", "memory_volume_size", "set_up_empty_dir", "tear_down_empty_dir"]
+__all__ = [
+    "EMPTY_DIR_MODE",
+    "memory_volume_size",
+    "mount_tmpfs_once",
+    "set_up_empty_dir",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +72,19 @@ def _make_dir(path: str) -> None:
     os.chmod(path, EMPTY_DIR_MODE)
 
 
+async def mount_tmpfs_once(
+    path: str, size: int | None, *, mounter: Mounter, run_sync: RunSync, why: str
+) -> None:
+    """Create ``path`` and mount a tmpfs there unless one is mounted already. Raises MountFailed."""
+    await run_sync(os.makedirs, path, 0o750, True)
+    if await run_sync(mounter.is_mount_point, path):
+        return
+    try:
+        await run_sync(mounter.mount_tmpfs, path, size)
+    except OSError as err:
+        raise MountFailed(f"cannot mount a tmpfs for {why} (the kubelet must run as root): {err}") from err
+
+
 async def set_up_empty_dir(
     path: str,
     pod: Pod,
@@ -83,21 +99,10 @@ async def set_up_empty_dir(
     medium = source.medium or ""
     if medium not in ("", "Memory"):
         raise ValueError(f"unsupported emptyDir medium {medium!r}")
-    await run_sync(os.makedirs, path, 0o750, True)
-    if medium == "Memory" and not await run_sync(mounter.is_mount_point, path):
+    if medium == "Memory":
         size = memory_volume_size(pod, source, allocatable)
-        try:
-            await mounter.mount_tmpfs(path, size)
-        except OSError as err:
-            raise MountFailed(
-                f"cannot mount a tmpfs for a memory-backed emptyDir (the kubelet must run as root): {err}"
-            ) from err
+        await mount_tmpfs_once(path, size, mounter=mounter, run_sync=run_sync, why="a memory-backed emptyDir")
+    else:
+        await run_sync(os.makedirs, path, 0o750, True)
     await run_sync(_make_dir, path)
     await run_sync(set_volume_ownership, path, fs_group, False)
-
-
-async def tear_down_empty_dir(path: str, *, mounter: Mounter, run_sync: RunSync) -> None:
-    if await run_sync(mounter.is_mount_point, path):
-        await mounter.unmount(path)
-    with contextlib.suppress(FileNotFoundError):
-        await run_sync(shutil.rmtree, path)

@@ -5,9 +5,14 @@ they stopped (Go: ``pkg/kubelet/volumemanager``, ``WaitForAttachAndMount`` / ``W
 Go runs a reconciler loop against a desired/actual state of the world; here the pod worker calls
 :meth:`VolumeManager.mount_pod` at the start of every sync (idempotent: emptyDir and hostPath are set up
 once, downwardAPI/configMap/secret/projected files are re-projected so label and object changes reach
-running containers) and :meth:`VolumeManager.unmount_pod` once the pod is terminated. Only volumes that
-some container mounts are set up, like Go. A failure affects only that pod: it is reported as a
-``FailedMount`` event per volume and the sync is retried.
+running containers, and service account tokens are refreshed) and :meth:`VolumeManager.unmount_pod` once
+the pod is terminated. Only volumes that some container mounts are set up, like Go. A failure affects
+only that pod: it is reported as a ``FailedMount`` event per volume and the sync is retried.
+
+Secret, downwardAPI and projected volumes are written to a tmpfs (Go wraps them in a memory-backed
+emptyDir) so secrets and tokens never reach a disk; configMap volumes are on disk, as in Go. Mounting
+needs root: ``memory_backed`` None means "when running as root", so a kubelet embedded in an unprivileged
+test harness writes them to disk instead (logged once).
 """
 
 from __future__ import annotations
@@ -17,15 +22,17 @@ import logging
 import os
 import shutil
 from collections.abc import Callable, Collection, Mapping
+from typing import Protocol
 
 import attrs
 
-from kubelet_trio.api import Pod, Volume
+from kubelet_trio.api import EmptyDirVolumeSource, Pod, ProjectedVolumeSource, Volume
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.kuberuntime.envvars import NO_OBJECTS, ObjectStore
 from kubelet_trio.kuberuntime.resources import NodeAllocatable
+from kubelet_trio.token import STANDALONE_ERROR, TokenError, TokenRequest
 from kubelet_trio.volumemanager.atomic_writer import AtomicWriter, FileProjection
-from kubelet_trio.volumemanager.emptydir import set_up_empty_dir
+from kubelet_trio.volumemanager.emptydir import memory_volume_size, mount_tmpfs_once, set_up_empty_dir
 from kubelet_trio.volumemanager.errors import MountError, VolumeError
 from kubelet_trio.volumemanager.hostpath import check_host_path
 from kubelet_trio.volumemanager.mounter import Mounter, SystemMounter
@@ -45,6 +52,7 @@ from kubelet_trio.volumemanager.projection import (
     downward_api_payload,
     projected_payload,
     secret_volume_payload,
+    token_requests,
 )
 
 __all__ = ["MountedVolume", "VolumeManager", "referenced_volumes"]
@@ -53,6 +61,14 @@ logger = logging.getLogger(__name__)
 
 PodEvent = Callable[[Pod, str, str, str], None]
 PROJECTED_DIR_MODE = 0o777
+
+
+class TokenSource(Protocol):
+    """Service account tokens for projected volumes (:class:`kubelet_trio.token.TokenManager`)."""
+
+    async def get_service_account_token(self, request: TokenRequest) -> str: ...
+
+    def delete_service_account_token(self, pod_uid: str) -> None: ...
 
 
 @attrs.frozen
@@ -106,6 +122,8 @@ class VolumeManager:
     mounter: Mounter = attrs.field(factory=SystemMounter)
     allocatable: NodeAllocatable | None = None
     events: PodEvent | None = None
+    tokens: TokenSource | None = None  # None: standalone, token projections fail
+    memory_backed: bool | None = None  # secret/downwardAPI/projected on tmpfs; None: when root
     _mounted: dict[str, dict[str, MountedVolume]] = attrs.field(factory=dict, init=False)
 
     def mounted_volumes(self, uid: str) -> Mapping[str, MountedVolume]:
@@ -178,23 +196,59 @@ class VolumeManager:
             payload = secret_volume_payload(pod, volume.secret, self.objects)
             plugin, kind = SECRET_PLUGIN, "secret"
         elif volume.projected is not None:
-            payload = projected_payload(pod, volume.projected, self.objects, self.allocatable)
+            tokens = await self._tokens(pod, volume.projected)
+            payload = projected_payload(
+                pod, volume.projected, self.objects, self.allocatable, tokens, fs_group
+            )
             plugin, kind = PROJECTED_PLUGIN, "projected"
         else:
             kinds = ", ".join(volume.source_kinds()) or "none"
             raise ValueError(f"volume type {kinds} is not supported by this kubelet")
         path = pod_volume_dir(self.root_dir, uid, plugin, name)
+        if kind != "configMap" and self._use_tmpfs():
+            size = memory_volume_size(pod, EmptyDirVolumeSource(), self.allocatable)
+            await mount_tmpfs_once(
+                path, size, mounter=self.mounter, run_sync=self.run_sync, why=f"a {kind} volume"
+            )
         await self.run_sync(_write_projection, path, payload, fs_group, context)
         return MountedVolume(name, kind, path, read_only=True)
+
+    def _use_tmpfs(self) -> bool:
+        if self.memory_backed is None:
+            self.memory_backed = os.geteuid() == 0
+            if not self.memory_backed:
+                logger.warning(
+                    "not running as root: secret, downwardAPI and projected volumes are written to disk"
+                )
+        return self.memory_backed
+
+    async def _tokens(self, pod: Pod, source: ProjectedVolumeSource) -> list[str | None]:
+        """The projection's service account tokens by source index (cached or refreshed)."""
+        requests = token_requests(pod, source)
+        tokens: list[str | None] = [None] * len(source.sources or ())
+        errors: list[str] = []
+        for index, request in requests.items():
+            if self.tokens is None:
+                errors.append(STANDALONE_ERROR)
+                continue
+            try:
+                tokens[index] = await self.tokens.get_service_account_token(request)
+            except TokenError as err:
+                errors.append(str(err))
+        if errors:
+            raise ValueError("; ".join(errors))
+        return tokens
 
     async def unmount_pod(self, uid: str) -> None:
         """Tear down every volume of the pod (unmount tmpfs, remove the directories). hostPath volumes
         are left alone. Raises :class:`MountError` when an unmount fails."""
         volumes_dir = os.path.join(pod_dir(self.root_dir, uid), "volumes")
         errors: list[VolumeError] = []
+        if self.tokens is not None:
+            self.tokens.delete_service_account_token(uid)
         for path in await self.run_sync(_remove_volumes, volumes_dir, self.mounter.is_mount_point):
             try:
-                await self.mounter.unmount(path)
+                await self.run_sync(self.mounter.unmount, path)
             except OSError as err:
                 errors.append(
                     VolumeError(os.path.basename(path), str(err), operation="UnmountVolume.TearDown")

@@ -19,6 +19,7 @@ from kubelet_trio.api import (
 )
 from kubelet_trio.kuberuntime.envvars import EnvError, ObjectStore, extract_field_path
 from kubelet_trio.kuberuntime.resources import NodeAllocatable, container_resource_value
+from kubelet_trio.token import TokenRequest
 from kubelet_trio.volumemanager.atomic_writer import FileProjection
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "downward_api_payload",
     "projected_payload",
     "secret_payload",
+    "token_requests",
 ]
 
 DEFAULT_MODE = 0o644
@@ -132,12 +134,18 @@ def secret_volume_payload(
 
 
 def projected_payload(
-    pod: Pod, source: ProjectedVolumeSource, objects: ObjectStore, allocatable: NodeAllocatable | None
+    pod: Pod,
+    source: ProjectedVolumeSource,
+    objects: ObjectStore,
+    allocatable: NodeAllocatable | None,
+    tokens: Sequence[str | None] = (),
+    fs_group: int | None = None,
 ) -> dict[str, FileProjection]:
-    """All sources merged in order; a service account token needs the API server (not available)."""
+    """All sources merged in order. ``tokens[i]`` is the service account token for source ``i`` (fetched
+    beforehand: :func:`token_requests`); its file is mode 0600 when an fsGroup will widen it to 0640."""
     payload: dict[str, FileProjection] = {}
     mode = source.default_mode
-    for projection in source.sources or ():
+    for index, projection in enumerate(source.sources or ()):
         if projection.config_map is not None:
             cm = projection.config_map
             payload.update(config_map_payload(pod, cm.name or "", cm.items, mode, bool(cm.optional), objects))
@@ -147,7 +155,33 @@ def projected_payload(
         elif projection.downward_api is not None:
             payload.update(downward_api_payload(pod, projection.downward_api.items, mode, allocatable))
         elif projection.service_account_token is not None:
-            raise ValueError("serviceAccountToken projections need an API server (token requests)")
+            token = tokens[index] if index < len(tokens) else None
+            if token is None:
+                raise ValueError(f"no service account token for source {index}")
+            token_mode = 0o600 if fs_group is not None else (DEFAULT_MODE if mode is None else mode)
+            path = projection.service_account_token.path or ""
+            payload[path] = FileProjection(token.encode(), token_mode)
         else:
             raise ValueError("unsupported projected volume source")
     return payload
+
+
+def token_requests(pod: Pod, source: ProjectedVolumeSource) -> dict[int, TokenRequest]:
+    """Source index -> the TokenRequest of each ``serviceAccountToken`` source: bound to the pod, for
+    the pod's service account (``default`` when unset), with the source's audience (none: the API
+    server's own) and ``expirationSeconds``."""
+    account = (pod.spec.service_account_name if pod.spec else None) or "default"
+    requests: dict[int, TokenRequest] = {}
+    for index, projection in enumerate(source.sources or ()):
+        token = projection.service_account_token
+        if token is None:
+            continue
+        requests[index] = TokenRequest(
+            namespace=pod.namespace,
+            service_account=account,
+            audiences=(token.audience,) if token.audience else (),
+            expiration_seconds=token.expiration_seconds,
+            pod_name=pod.name,
+            pod_uid=pod.uid,
+        )
+    return requests

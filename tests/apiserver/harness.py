@@ -12,13 +12,13 @@ Static pods are fed through a ``file`` source the test controls (``node.set_stat
 from __future__ import annotations
 
 import contextlib
-import tempfile
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
+import trio_util
 import yaml
 
 from kubelet_trio.api import Pod, default_pod
@@ -41,6 +41,7 @@ from kubelet_trio.kubelet import Kubelet, KubeletConfig
 from kubelet_trio.nodestatus import MachineInfo
 from kubelet_trio.sim.runtime import SimRuntime
 from kubelet_trio.testing.env import LocalCriEnvironment, remove_all_pods
+from kubelet_trio.testing.node import temporary_root
 from tests.fakeapi import FakeApi, open_fake_api, serve_fake_api
 
 MACHINE = MachineInfo(
@@ -118,8 +119,10 @@ async def open_api_node(
     in-process transport, or through ``client`` when given (a real loopback connection)."""
     clock = clock or WallClock()
     sim = sim or SimRuntime(clock=clock, run_sync=run_inline)
+    if isinstance(sim, SimRuntime):  # simulated containers cannot see tmpfs mounts
+        config.setdefault("memory_backed_volumes", False)
     options = options or ApiModeOptions(machine=MACHINE)
-    with tempfile.TemporaryDirectory(prefix="kubelet-trio-apinode-") as tmp:
+    with temporary_root("kubelet-trio-apinode-") as tmp:
         kubelet_config = KubeletConfig(
             node_name=name,
             pod_logs_dir=f"{tmp}/pod-logs",
@@ -142,6 +145,15 @@ async def open_api_node(
             await static.send(SourceSet(FILE_SOURCE, ()))
             yield ApiNode(name, kubelet, sim, mode, client, static)
             nursery.cancel_scope.cancel()
+
+
+async def eventually(check: Callable[[], bool], limit: float, period: float = 1.0) -> None:
+    """Poll ``check`` every ``period`` seconds until it holds (for state the store does not see)."""
+    with trio.fail_after(limit):
+        async with contextlib.aclosing(trio_util.periodic(period)) as ticks:
+            async for _ in ticks:
+                if check():
+                    return
 
 
 def node_ready(api: FakeApi, node_name: str) -> bool:

@@ -97,6 +97,27 @@ async def test_status_is_patched_on_change_or_every_five_minutes(
         assert ready["message"] == "container runtime is down: test outage"
         assert len(api.app.requests_for("PATCH", r"/nodes/node-1/status$")) == start + 2
 
+        # Node events: each condition as it appears, then the Ready transition (Go's setters).
+        await trio.sleep(2)  # the event recorder's flush
+        node_events = [
+            (e["reason"], e["message"], e["count"])
+            for e in sorted(api.events("default"), key=lambda e: int(e["metadata"]["resourceVersion"]))
+            if e["involvedObject"]["kind"] == "Node"
+        ]
+        assert node_events == [
+            ("Starting", "Starting kubelet.", 1),
+            *(
+                (reason, f"Node node-1 status is now: {reason}", 1)
+                for reason in (
+                    "NodeHasSufficientMemory",
+                    "NodeHasNoDiskPressure",
+                    "NodeHasSufficientPID",
+                    "NodeReady",
+                    "NodeNotReady",
+                )
+            ),
+        ]
+
 
 async def test_reregistration_keeps_labels_and_taints_it_does_not_own(
     autojump_clock: trio.testing.MockClock,

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import base64
 
+import pytest
 import trio
 import trio.testing
 
 from kubelet_trio.api import Pod
 from kubelet_trio.apiobjects import CONFIG_MAPS, SECRETS, ApiObjectStore, ObjectRef, referenced_objects
+from kubelet_trio.kuberuntime.envvars import ObjectUnavailable
 from tests.fakeapi import open_fake_api
 
 CM_PATH = r"/configmaps/cfg$"
@@ -78,7 +80,8 @@ async def test_ttl_not_found_errors_and_eviction(autojump_clock: trio.testing.Mo
         await store.ensure([ref])
         found = store.get_config_map("default", "cfg")
         assert found is not None and found.data == {"k": "1"}
-        assert store.get_secret("default", "cfg") is None  # a different kind, a different object
+        with pytest.raises(ObjectUnavailable, match="couldn't get secret default/cfg: not fetched"):
+            store.get_secret("default", "cfg")  # a different kind, a different object: never asked for
 
         # An API error keeps the last known object; the following ensure retries.
         api.store.patch("configmaps", "default", "cfg", {"data": {"k": "2"}})
@@ -89,6 +92,15 @@ async def test_ttl_not_found_errors_and_eviction(autojump_clock: trio.testing.Mo
         await store.ensure([ref])
         found = store.get_config_map("default", "cfg")
         assert found is not None and found.data == {"k": "2"}
+
+        # An object never fetched because of an API error is unknown, not missing (fails optional refs).
+        other = ObjectRef(SECRETS, "default", "other")
+        api.app.inject("GET", "/secrets/other$", 500, times=3)
+        await store.ensure([other])
+        with pytest.raises(ObjectUnavailable, match="couldn't get secret default/other: 500 Injected500"):
+            store.get_secret("default", "other")
+        await store.ensure([other])
+        assert store.get_secret("default", "other") is None  # now known: 404
 
         # Secrets are decoded; binaryData too.
         secret_ref = ObjectRef(SECRETS, "default", "s")

@@ -133,6 +133,7 @@ def test_help_is_grouped() -> None:
         "pod sources",
         "container runtime",
         "node",
+        "API server mode (--kubeconfig)",
         "HTTP servers",
         "run-once (--runonce)",
         "logging",

@@ -144,3 +144,87 @@ def test_repeatable_flags() -> None:
 def test_node_name_is_the_lower_cased_override() -> None:
     options, _ = load_options(["--hostname-override", "Edge-01"])
     assert options.node_name == "edge-01"
+
+
+def test_api_mode_settings_from_file_and_flags(tmp_path: Path) -> None:
+    defaults, _ = load_options([])
+    assert (defaults.kube_api_qps, defaults.kube_api_burst, defaults.register_node) == (50, 100, True)
+    assert defaults.eviction_hard == {"memory.available": "100Mi", "nodefs.available": "10%"}
+    assert (defaults.node_status_update_frequency, defaults.node_status_report_frequency) == (10, 300)
+    assert defaults.node_lease_duration_seconds == 40
+
+    config = tmp_path / "kubelet.yaml"
+    config.write_text(
+        HEADER
+        + "kubeAPIQPS: 5\n"
+        + "kubeAPIBurst: 10\n"
+        + "registerNode: false\n"
+        + "registerWithTaints: [{key: dedicated, value: edge, effect: NoSchedule}]\n"
+        + "kubeReserved: {cpu: 100m, memory: 256Mi}\n"
+        + "evictionHard: {memory.available: 200Mi}\n"
+        + "nodeStatusUpdateFrequency: 20s\n"
+        + "nodeStatusReportFrequency: 1m\n"
+        + "nodeLeaseDurationSeconds: 60\n"
+    )
+    options, warnings = load_options(
+        ["--config", str(config), "--kube-api-qps", "7.5", "--system-reserved", "memory=1Gi,pid=100",
+         "--register-with-taints", "gpu:NoExecute,team=a:PreferNoSchedule"]
+    )  # fmt: skip
+    assert warnings == []
+    assert (options.kube_api_qps, options.kube_api_burst, options.register_node) == (7.5, 10, False)
+    assert options.register_with_taints == (
+        {"key": "gpu", "effect": "NoExecute"},
+        {"key": "team", "value": "a", "effect": "PreferNoSchedule"},
+    )
+    assert options.kube_reserved == {"cpu": "100m", "memory": "256Mi"}
+    assert options.system_reserved == {"memory": "1Gi", "pid": "100"}
+    assert options.eviction_hard == {"memory.available": "200Mi"}  # replaces the defaults, as in Go
+    assert (options.node_status_update_frequency, options.node_status_report_frequency) == (20, 60)
+    assert options.node_lease_duration_seconds == 60
+
+    from kubelet_trio.apimode import api_mode_options
+
+    mode = api_mode_options(options)
+    assert (mode.register_node, mode.node_status_update_frequency, mode.node_lease_duration_seconds) == (
+        False,
+        20,
+        60,
+    )
+    assert mode.register_with_taints == options.register_with_taints
+    assert mode.kube_reserved == {"cpu": "100m", "memory": "256Mi"}
+    assert mode.eviction_hard == {"memory.available": "200Mi"}
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--kube-api-qps", "0"], "for --kube-api-qps: expected a number greater than zero"),
+        (["--kube-reserved", "gpu=1"], "for --kube-reserved: unknown resource 'gpu'"),
+        (["--kube-reserved", "cpu=lots"], "for --kube-reserved: cpu: 'lots' is not a non-negative quantity"),
+        (["--eviction-hard", "memory.available=1Gi"], "expected key<value pairs"),
+        (["--eviction-hard", "disk.free<1Gi"], "unknown eviction signal 'disk.free'"),
+        (["--eviction-hard", "nodefs.available<120%"], "'120%' is not a quantity or a percentage"),
+        (["--register-with-taints", "gpu"], "for --register-with-taints: expected key\\[=value\\]:Effect"),
+        (["--register-with-taints", "gpu:Never"], "invalid taint effect 'Never'"),
+        (["--register-node", "maybe"], "for --register-node: expected true or false"),
+    ],
+)
+def test_invalid_api_mode_flags(flags: list[str], message: str) -> None:
+    with pytest.raises(OptionsError, match=message):
+        load_options(flags)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("kubeAPIQPS: fast\n", "invalid value for kubeAPIQPS: 'fast'"),
+        ("registerWithTaints: {key: a}\n", "invalid value for registerWithTaints"),
+        ("kubeReserved: [cpu]\n", "invalid value for kubeReserved: \\['cpu'\\]: expected a map"),
+        ("nodeLeaseDurationSeconds: -1\n", "invalid value for nodeLeaseDurationSeconds: -1"),
+    ],
+)
+def test_invalid_api_mode_keys(tmp_path: Path, body: str, message: str) -> None:
+    config = tmp_path / "kubelet.yaml"
+    config.write_text(HEADER + body)
+    with pytest.raises(OptionsError, match=message):
+        load_options(["--config", str(config)])

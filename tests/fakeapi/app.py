@@ -3,9 +3,14 @@
 Routes: core ``/api/v1`` (cluster-scoped nodes and namespaces, namespaced pods, events, configmaps,
 secrets, serviceaccounts) and ``/apis/coordination.k8s.io/v1`` leases; ``/version``, ``/healthz``;
 TokenReview and SubjectAccessReview creation, answered from :attr:`FakeApiApp.tokens` and
-:attr:`FakeApiApp.allowed`.
+:attr:`FakeApiApp.allowed`; TokenRequest (``serviceaccounts/<name>/token``, :mod:`tests.fakeapi.tokens`).
 Verbs: GET (list, ``watch=true``), POST, PUT, PATCH (``application/merge-patch+json``; also accepted as
 ``strategic-merge-patch+json`` for the fields the kubelet writes), DELETE with ``DeleteOptions``.
+
+``GET .../pods/<name>/log`` is proxied, as the API server does for ``kubectl logs``, to the pod's node:
+``https://<InternalIP>:<daemonEndpoints.kubeletEndpoint.Port>/containerLogs/...`` with the client
+certificate in :attr:`FakeApiApp.kubelet_tls` (``--kubelet-client-certificate``); the kubelet's answer
+(status and body) is passed back.
 
 Watches stream newline-delimited JSON events, send BOOKMARKs every ``bookmark_interval`` seconds when
 asked to (``allowWatchBookmarks``), end after ``timeoutSeconds``, and answer an expired resourceVersion
@@ -18,14 +23,17 @@ from __future__ import annotations
 import json
 import logging
 import re
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs
 
 import attrs
+import httpx
 import trio
 
 from tests.fakeapi.store import FakeApiError, FakeStore, Obj
+from tests.fakeapi.tokens import TokenIssuer
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +48,9 @@ _NAMESPACED = re.compile(
 _CLUSTER = re.compile(
     r"^/(?:api/v1|apis/[^/]+/[^/]+)/(?P<resource>[a-z]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>status))?)?$"
 )
+
+
+_POD_LOG = re.compile(r"^/api/v1/namespaces/[^/]+/pods/[^/]+/log$")
 
 
 @attrs.frozen
@@ -73,7 +84,13 @@ class FakeApiApp:
     tokens: dict[str, dict[str, Any]] = attrs.Factory(dict)
     #: SubjectAccessReview allow-list: (user, verb, "resource/subresource"); everything else is denied.
     allowed: set[tuple[str, str, str]] = attrs.Factory(set)
+    issuer: TokenIssuer = attrs.field(init=False)
+    #: TLS for proxying to kubelets (client certificate, trust); None: no client certificate, no checks.
+    kubelet_tls: ssl.SSLContext | None = None
     _injections: list[Injection] = attrs.Factory(list)
+
+    def __attrs_post_init__(self) -> None:
+        self.issuer = TokenIssuer(self.store)
 
     def inject(
         self,
@@ -143,6 +160,9 @@ class FakeApiApp:
             if method == "GET" and query.get("watch") in ("true", "1"):
                 await self._watch(path, query, receive, send)
                 return
+            if method == "GET" and _POD_LOG.match(path):
+                await self._pod_log(path, query, send)
+                return
             code, answer = self._handle(method, path, query, decoded)
         except FakeApiError as err:
             await _respond(send, err.code, err.status())
@@ -170,6 +190,11 @@ class FakeApiApp:
             return 201, self._access_review(body)
         resource, namespace, name, sub = self._route(path)
         store = self.store
+        if method == "POST" and resource == "serviceaccounts" and name and sub == "token":
+            assert namespace is not None
+            answer, user = self.issuer.issue(namespace, name, body)
+            self.tokens[answer["status"]["token"]] = user
+            return 201, answer
         if name is None:
             if method == "GET":
                 limit = int(query["limit"]) if query.get("limit") else None
@@ -206,6 +231,40 @@ class FakeApiApp:
             uid = (options.get("preconditions") or {}).get("uid")
             return 200, store.delete(resource, namespace, name, grace_period_seconds=grace, uid=uid)
         raise FakeApiError(405, "MethodNotAllowed", f"{method} is not allowed")
+
+    async def _pod_log(self, path: str, query: dict[str, str], send: Send) -> None:
+        _, namespace, name, _ = self._route(path)
+        assert namespace is not None and name is not None
+        pod = self.store.get("pods", namespace, name)
+        names = [c["name"] for c in pod["spec"]["containers"]]
+        container = query.get("container") or (names[0] if len(names) == 1 else "")
+        if not container:
+            raise FakeApiError(
+                400,
+                "BadRequest",
+                f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]",
+            )
+        all_names = names + [c["name"] for c in pod["spec"].get("initContainers") or ()]
+        if container not in all_names:
+            raise FakeApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
+        node_name = pod["spec"].get("nodeName")
+        if not node_name:
+            raise FakeApiError(400, "BadRequest", f"pod {name} does not have a host assigned")
+        status = self.store.get("nodes", None, node_name).get("status") or {}
+        ips = [a["address"] for a in status.get("addresses") or () if a["type"] == "InternalIP"]
+        port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")
+        if not ips or not port:
+            raise FakeApiError(500, "InternalError", f"node {node_name} has no InternalIP or kubelet port")
+        url = f"https://{ips[0]}:{port}/containerLogs/{namespace}/{name}/{container}"
+        params = {k: v for k, v in query.items() if k != "container"}
+        async with httpx.AsyncClient(verify=self.kubelet_tls or False, timeout=30) as client:
+            try:
+                answer = await client.get(url, params=params)
+            except httpx.TransportError as err:
+                raise FakeApiError(500, "InternalError", f"error dialing backend: {err}") from None
+        headers = [(b"content-type", answer.headers.get("content-type", "text/plain").encode())]
+        await send({"type": "http.response.start", "status": answer.status_code, "headers": headers})
+        await send({"type": "http.response.body", "body": answer.content, "more_body": False})
 
     def _token_review(self, body: Any) -> Obj:
         token = ((body or {}).get("spec") or {}).get("token", "")

@@ -22,6 +22,7 @@ from hypercorn.trio import serve
 from kubelet_trio.client import ApiClient, RetryPolicy, open_api_client
 from tests.fakeapi.app import FakeApiApp
 from tests.fakeapi.store import FakeStore, Obj
+from tests.fakeapi.tokens import seed_namespace
 from tests.fakeapi.transport import AsgiTransport, open_asgi_transport
 
 FAKE_URL = "http://fake-apiserver"
@@ -71,6 +72,10 @@ class FakeApi:
 
     def lease(self, name: str) -> Obj:
         return self.store.get("leases", "kube-node-lease", name)
+
+    def seed_namespace(self, namespace: str = "default") -> None:
+        """The ``default`` ServiceAccount and ``kube-root-ca.crt`` ConfigMap a real cluster has."""
+        seed_namespace(self.store, namespace)
 
     def events(self, namespace: str | None = None) -> list[Obj]:
         return self.store.list("events", namespace)["items"]

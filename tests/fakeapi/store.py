@@ -166,7 +166,7 @@ class Watcher:
                 self.send.send_nowait((kind, copy.deepcopy(change.obj)))
 
 
-def _rfc3339(moment: dt.datetime) -> str:
+def rfc3339(moment: dt.datetime) -> str:
     return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -252,7 +252,7 @@ class FakeStore:
         for field in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(field, None)
         meta["uid"] = self.new_uid()
-        meta["creationTimestamp"] = _rfc3339(self.now())
+        meta["creationTimestamp"] = rfc3339(self.now())
         if resource == "pods":
             obj = default_pod(Pod.from_dict(obj)).to_dict()
             obj["status"] = {"phase": "Pending"}
@@ -440,7 +440,7 @@ class FakeStore:
                 if existing is not None and existing <= grace:
                     return copy.deepcopy(current)
                 updated = copy.deepcopy(current)
-                updated["metadata"]["deletionTimestamp"] = _rfc3339(self.now() + dt.timedelta(seconds=grace))
+                updated["metadata"]["deletionTimestamp"] = rfc3339(self.now() + dt.timedelta(seconds=grace))
                 updated["metadata"]["deletionGracePeriodSeconds"] = grace
                 self._bump(updated)
                 table[key] = updated

@@ -17,11 +17,13 @@ import trio
 import trustme
 from cryptography import x509
 
-from kubelet_trio.apimode import api_mode_options
+from kubelet_trio.apimode import ApiModeOptions, api_mode_options
 from kubelet_trio.options import load_options
 from kubelet_trio.server.auth import request_attributes
 from kubelet_trio.testing.node import SimNode, open_sim_node
-from tests.fakeapi.server import open_fake_api
+from tests.apiserver.harness import MACHINE, node_ready, open_api_node, pod_manifest
+from tests.apiserver.test_pods import running
+from tests.fakeapi.server import FAKE_URL, open_fake_api
 
 NODE = "node-a"
 TALKER = {
@@ -178,3 +180,49 @@ def test_the_configured_port_is_published_in_daemon_endpoints() -> None:
     assert api_mode_options(options).kubelet_port == 10251
     assert (options.anonymous_auth, options.authorization_mode) == (True, "Webhook")
     assert api_mode_options(load_options([])[0]).kubelet_port == 10250
+
+
+async def test_kubectl_logs_through_the_api_server(tmp_path: Path) -> None:
+    """``kubectl logs``: the API server proxies pods/log to the node's daemonEndpoints port, presenting
+    its kubelet client certificate; without one the kubelet refuses it."""
+    ca = trustme.CA()
+    apiserver = ca.issue_cert(
+        "kube-apiserver-kubelet-client",
+        common_name="kube-apiserver-kubelet-client",
+        organization_name="system:masters",
+    )
+    port = free_port()
+    with trio.fail_after(30):
+        async with (
+            open_fake_api() as api,
+            open_api_node(
+                api,
+                NODE,
+                port=port,
+                address="127.0.0.1",
+                node_ips=("127.0.0.1",),
+                options=ApiModeOptions(machine=MACHINE, kubelet_port=port),
+                **server_files(ca, tmp_path),
+            ),
+            httpx.AsyncClient(transport=api.transport, base_url=FAKE_URL) as kubectl,
+        ):
+            await api.wait_for(lambda: node_ready(api, NODE))
+            api.create_pod(pod_manifest("talk", {"app": 'print "hello"; print "world"; run'}, node=NODE))
+            await api.wait_for(lambda: running(api, "talk"))
+            context = ssl.create_default_context()
+            ca.configure_trust(context)
+            apiserver.configure_cert(context)
+            api.app.kubelet_tls = context
+            path = "/api/v1/namespaces/default/pods/talk/log"
+            while (response := await kubectl.get(path)).text != "hello\nworld\n":
+                assert response.status_code == 200, response.text
+                await trio.sleep(0.05)
+            tail = await kubectl.get(path, params={"container": "app", "tailLines": "1"})
+            assert (tail.status_code, tail.text) == (200, "world\n")
+            missing = await kubectl.get(path, params={"container": "nope"})
+            assert missing.status_code == 400
+            assert missing.json()["message"] == "container nope is not valid for pod talk"
+
+            api.app.kubelet_tls = None  # an API server without a kubelet client certificate
+            refused = await kubectl.get(path)
+            assert (refused.status_code, refused.text) == (401, "Unauthorized\n")

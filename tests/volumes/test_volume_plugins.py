@@ -19,7 +19,7 @@ from kubelet_trio.kuberuntime.resources import NodeAllocatable
 from kubelet_trio.volumemanager import AtomicWriter, FileProjection, MountError, VolumeManager
 from kubelet_trio.volumemanager.atomic_writer import PayloadError
 from kubelet_trio.volumemanager.hostpath import check_host_path
-from kubelet_trio.volumemanager.mounter import is_mount_point
+from kubelet_trio.volumemanager.mounter import is_mount_point, mount_points_under
 
 
 def test_atomic_writer_swaps_data_dir(tmp_path: Path) -> None:
@@ -116,12 +116,12 @@ class FakeMounter:
     mounted: dict[str, int | None] = attrs.Factory(dict)
     fail: bool = False
 
-    async def mount_tmpfs(self, path: str, size_bytes: int | None) -> None:
+    def mount_tmpfs(self, path: str, size_bytes: int | None) -> None:
         if self.fail:
             raise OSError("mount: permission denied")
         self.mounted[path] = size_bytes
 
-    async def unmount(self, path: str) -> None:
+    def unmount(self, path: str) -> None:
         self.mounted.pop(path)
 
     def is_mount_point(self, path: str) -> bool:
@@ -138,6 +138,7 @@ class Store:
 
 
 def manager(tmp_path: Path, **kwargs: Any) -> VolumeManager:
+    kwargs.setdefault("memory_backed", False)
     return VolumeManager(
         root_dir=str(tmp_path),
         run_sync=run_inline,
@@ -148,7 +149,7 @@ def manager(tmp_path: Path, **kwargs: Any) -> VolumeManager:
 
 async def test_mount_and_unmount(tmp_path: Path) -> None:
     mounter = FakeMounter()
-    volumes = manager(tmp_path, mounter=mounter, objects=Store())
+    volumes = manager(tmp_path, mounter=mounter, objects=Store(), memory_backed=True)
     p = pod(
         [
             {"name": "scratch", "emptyDir": {}},
@@ -204,7 +205,15 @@ async def test_mount_and_unmount(tmp_path: Path) -> None:
     scratch = volumes_dir / "kubernetes.io~empty-dir/scratch"
     assert mounted["scratch"].host_path == str(scratch)
     assert stat.S_IMODE(os.stat(scratch).st_mode) == 0o777
-    assert mounter.mounted == {mounted["shm"].host_path: 16 * 2**20, mounted["shm2"].host_path: 64 * 2**20}
+    pod_limit = 64 * 2**20  # tmpfs sizes: sizeLimit, else the pod's memory limit
+    assert mounter.mounted == {
+        mounted["shm"].host_path: 16 * 2**20,
+        mounted["shm2"].host_path: pod_limit,
+        # secret, downwardAPI and projected volumes are memory-backed; configMap volumes are not (Go)
+        mounted["info"].host_path: pod_limit,
+        mounted["sec"].host_path: pod_limit,
+        mounted["proj"].host_path: pod_limit,
+    }
     info = Path(mounted["info"].host_path)
     assert mounted["info"].read_only
     assert (info / "labels").read_text() == 'app="web"'
@@ -300,3 +309,106 @@ async def test_memory_medium_is_a_real_tmpfs(tmp_path: Path) -> None:
     finally:
         await volumes.unmount_pod("uid-1")
     assert not is_mount_point(path) and not exists(path)
+
+
+KUBE_API_ACCESS = {
+    "name": "kube-api-access",
+    "projected": {
+        "defaultMode": 0o644,
+        "sources": [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+            {"configMap": {"name": "cfg", "items": [{"key": "a", "path": "ca.crt"}]}},
+            {
+                "downwardAPI": {
+                    "items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]
+                }
+            },
+            {"serviceAccountToken": {"path": "vault-token", "audience": "vault"}},
+        ],
+    },
+}
+
+
+@attrs.define
+class Tokens:
+    asked: list[Any] = attrs.Factory(list)
+    deleted: list[str] = attrs.Factory(list)
+
+    async def get_service_account_token(self, request: Any) -> str:
+        self.asked.append(request)
+        return f"token-for-{request.audiences or 'api'}-{len(self.asked)}"
+
+    def delete_service_account_token(self, pod_uid: str) -> None:
+        self.deleted.append(pod_uid)
+
+
+async def test_projected_service_account_tokens(tmp_path: Path) -> None:
+    tokens = Tokens()
+    volumes = manager(tmp_path, objects=Store(), tokens=tokens)
+    p = pod([KUBE_API_ACCESS], spec={"serviceAccountName": "builder"})
+    mounted = await volumes.mount_pod(p)
+    root = Path(mounted["kube-api-access"].host_path)
+    assert (root / "token").read_text() == "token-for-api-1"
+    assert (root / "vault-token").read_text() == "token-for-('vault',)-2"
+    assert (root / "ca.crt").read_text() == "1"
+    assert (root / "namespace").read_text() == "ns"
+    assert stat.S_IMODE(os.stat(root / "token").st_mode) == 0o644
+    first, second = tokens.asked
+    assert (first.namespace, first.service_account, first.audiences, first.expiration_seconds) == (
+        "ns",
+        "builder",
+        (),
+        3607,
+    )
+    assert (first.pod_name, first.pod_uid) == ("web", "uid-1")
+    assert second.audiences == ("vault",) and second.expiration_seconds == 3600  # defaulted
+
+    await volumes.mount_pod(p)  # every sync asks the manager again (it decides about refreshing)
+    assert (root / "token").read_text() == "token-for-api-3"
+    await volumes.unmount_pod("uid-1")
+    assert tokens.deleted == ["uid-1"]
+
+
+async def test_projected_token_with_fs_group_is_group_readable_only(tmp_path: Path) -> None:
+    volumes = manager(tmp_path, objects=Store(), tokens=Tokens())
+    p = pod([KUBE_API_ACCESS], spec={"securityContext": {"fsGroup": 4242}})
+    mounted = await volumes.mount_pod(p)
+    token = os.stat(Path(mounted["kube-api-access"].host_path) / "token")
+    assert stat.S_IMODE(token.st_mode) == 0o640 and token.st_gid == 4242  # 0600 widened by fsGroup
+    ca = os.stat(Path(mounted["kube-api-access"].host_path) / "ca.crt")
+    assert stat.S_IMODE(ca.st_mode) == 0o644
+
+
+async def test_standalone_token_projection_fails_the_volume(tmp_path: Path) -> None:
+    events: list[tuple[str, str]] = []
+    volumes = manager(
+        tmp_path, objects=Store(), events=lambda pod, t, reason, message: events.append((reason, message))
+    )
+    with pytest.raises(MountError, match="unmounted volumes=\\[kube-api-access\\]"):
+        await volumes.mount_pod(pod([KUBE_API_ACCESS]))
+    assert events == [
+        (
+            "FailedMount",
+            'MountVolume.SetUp failed for volume "kube-api-access" : '
+            "cannot use TokenManager when kubelet is in standalone mode; "
+            "cannot use TokenManager when kubelet is in standalone mode",
+        )
+    ]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting tmpfs needs root")
+async def test_secret_volume_is_a_real_tmpfs(tmp_path: Path) -> None:
+    volumes = manager(tmp_path, objects=Store(), memory_backed=None)  # root: on tmpfs
+    p = pod([{"name": "sec", "secret": {"secretName": "sec"}}, {"name": "cfg", "configMap": {"name": "cfg"}}])
+    mounted = await volumes.mount_pod(p)
+    secret, config = mounted["sec"].host_path, mounted["cfg"].host_path
+    try:
+        assert is_mount_point(secret) and not is_mount_point(config)
+        fs = os.statvfs(secret)
+        assert fs.f_blocks * fs.f_frsize == 64 * 2**20  # the pod's memory limit
+        assert (Path(secret) / "token").read_bytes() == b"s3cr3t"
+        await volumes.mount_pod(p)  # resync: the mount is kept, not stacked
+        assert mount_points_under(str(tmp_path)).count(secret) == 1
+    finally:
+        await volumes.unmount_pod("uid-1")
+    assert not is_mount_point(secret) and not exists(secret)
