@@ -31,7 +31,7 @@ import attrs
 from kubelet_trio import __version__
 from kubelet_trio.admission import NodeView, PredicateAdmitHandler
 from kubelet_trio.api import Pod
-from kubelet_trio.apiobjects import ApiObjectStore
+from kubelet_trio.apiobjects import ApiObjectStore, WatchingObjectStore
 from kubelet_trio.client import (
     DEFAULT_BURST,
     DEFAULT_QPS,
@@ -40,6 +40,7 @@ from kubelet_trio.client import (
     load_kubeconfig,
     open_api_client,
 )
+from kubelet_trio.client.reflector import ObjectReflector
 from kubelet_trio.config.apiserver import ApiserverSource
 from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.config.types import API_SOURCE
@@ -85,7 +86,10 @@ class ApiModeOptions:
     node_lease_duration_seconds: int = 40
     status_sync_period: float = 10.0
     mirror_pod_period: float = 2.0
-    object_cache_ttl: float | None = None  # ConfigMap/Secret cache TTL; None: the node's sync frequency
+    # configMapAndSecretChangeDetectionStrategy: Watch, Cache (TTL: the Node's node.alpha.kubernetes.io/ttl
+    # annotation, else object_cache_ttl, else the sync frequency) or Get
+    object_strategy: str = "Watch"
+    object_cache_ttl: float | None = None
     machine: MachineInfo | None = None  # tests pin the machine; None reads /proc and friends
 
 
@@ -98,8 +102,9 @@ class ApiMode:
     lease: NodeLeaseController
     publisher: StatusPublisher
     mirrors: MirrorPodManager
-    objects: ApiObjectStore
+    objects: ApiObjectStore | WatchingObjectStore
     tokens: TokenManager
+    node_informer: ObjectReflector
 
 
 def api_pod_source(
@@ -191,14 +196,46 @@ def attach_api_mode(
 
     kubelet.admit = PredicateAdmitHandler(node_view)
     kubelet.api_client = client  # the Kubelet API's TokenReview and SubjectAccessReview webhooks
-    ttl = options.object_cache_ttl
-    objects = ApiObjectStore(client, ttl=kubelet.config.sync_frequency if ttl is None else ttl)
+    # The node informer: labels and taints others set reach admission, annotations the object cache.
+    node_informer = ObjectReflector(client, "/api/v1/nodes", node_name, on_change=node_status.observe)
+    objects = _object_store(client, options, kubelet.config.sync_frequency, node_status)
     kubelet.use_object_store(objects, objects.ensure_pod)
     tokens = TokenManager(client=client, clock=kubelet.clock)
     kubelet.volume_manager.tokens = tokens
-    kubelet.components.extend([recorder, node_status, lease, publisher, mirrors, tokens])
+    kubelet.components.extend([recorder, node_status, node_informer, lease, publisher, mirrors, tokens])
+    if isinstance(objects, WatchingObjectStore):
+        kubelet.components.append(objects)
     recorder.record_node("Normal", "Starting", "Starting kubelet.")
-    return ApiMode(client, source, recorder, node_status, lease, publisher, mirrors, objects, tokens)
+    return ApiMode(
+        client, source, recorder, node_status, lease, publisher, mirrors, objects, tokens, node_informer
+    )
+
+
+OBJECT_TTL_ANNOTATION = "node.alpha.kubernetes.io/ttl"
+STRATEGIES = ("Watch", "Cache", "Get")
+
+
+def _object_store(
+    client: ApiClient, options: ApiModeOptions, sync_frequency: float, node_status: NodeStatusManager
+) -> ApiObjectStore | WatchingObjectStore:
+    if options.object_strategy == "Watch":
+        return WatchingObjectStore(client, idle_after=5 * sync_frequency)
+    if options.object_strategy == "Get":
+        return ApiObjectStore(client, ttl=0)
+    if options.object_strategy != "Cache":
+        raise ValueError(f"unknown configMapAndSecretChangeDetectionStrategy {options.object_strategy!r}")
+
+    def node_ttl() -> float | None:
+        """Go's ``GetObjectTTLFromNodeFunc``: whole seconds from the Node annotation."""
+        node = node_status.node.value or {}
+        value = ((node.get("metadata") or {}).get("annotations") or {}).get(OBJECT_TTL_ANNOTATION)
+        try:
+            return float(int(value)) if value is not None else None
+        except ValueError:
+            return None
+
+    ttl = sync_frequency if options.object_cache_ttl is None else options.object_cache_ttl
+    return ApiObjectStore(client, ttl=ttl, ttl_source=node_ttl)
 
 
 @contextlib.asynccontextmanager
@@ -230,4 +267,5 @@ def api_mode_options(options: Any) -> ApiModeOptions:
         node_status_update_frequency=options.node_status_update_frequency,
         node_status_report_frequency=options.node_status_report_frequency,
         node_lease_duration_seconds=options.node_lease_duration_seconds,
+        object_strategy=options.config_map_and_secret_change_detection_strategy,
     )

@@ -1,8 +1,17 @@
 """ConfigMaps and Secrets from the API server: the :class:`~kubelet_trio.kuberuntime.envvars.ObjectStore`
-of an API-mode node (Go: ``pkg/kubelet/{configmap,secret}`` on ``pkg/kubelet/util/manager``).
+of an API-mode node (Go: ``pkg/kubelet/{configmap,secret}`` on ``pkg/kubelet/util/manager``), with Go's
+``configMapAndSecretChangeDetectionStrategy``: ``Watch`` (the default, :class:`WatchingObjectStore`),
+``Cache`` and ``Get`` (:class:`ApiObjectStore`, with the TTL or none).
 
-This is Go's TTL-based manager (``cache_based_manager.go``, ``--config-map-and-secret-change-detection-
-strategy=Cache``), not its default Watch-based one: the kubelet calls :meth:`ApiObjectStore.ensure_pod`
+:class:`WatchingObjectStore` keeps a single-object reflector (list + watch, ``metadata.name=<name>``) for
+every object a live pod references, started when a pod sync first asks for it; the sync waits until it
+has listed once. Its data is then current: a change reaches the pod's volumes at the pod's next sync
+(within the sync period). A reference no pod sync asked for in ``idle_after`` (a few sync periods; every
+live pod is synced once per period) is dropped and its watch stopped. At most ``max_watches`` run at
+once (each holds a connection); references beyond that are fetched like the ``Get`` strategy.
+
+:class:`ApiObjectStore` is Go's TTL-based manager (``cache_based_manager.go``, strategy ``Cache``;
+``Get`` is the same with a TTL of 0): the kubelet calls :meth:`ApiObjectStore.ensure_pod`
 at the start of every pod sync (before volume setup and container starts); each object the pod references
 is fetched with a GET when it is not cached or its entry is older than ``ttl`` (default 60 s, the sync
 frequency). The store's lookups are then synchronous reads of the cache. Because every pod is resynced
@@ -24,7 +33,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -32,6 +41,7 @@ import trio
 
 from kubelet_trio.api import Pod
 from kubelet_trio.client import ApiClient, ApiClientError, NotFound
+from kubelet_trio.client.reflector import ObjectReflector
 from kubelet_trio.kuberuntime.envvars import ConfigMap, ObjectUnavailable, Secret
 
 __all__ = [
@@ -40,6 +50,7 @@ __all__ = [
     "SECRETS",
     "ApiObjectStore",
     "ObjectRef",
+    "WatchingObjectStore",
     "referenced_objects",
 ]
 
@@ -58,8 +69,23 @@ class ObjectRef:
     name: str
 
     @property
+    def collection(self) -> str:
+        return f"/api/v1/namespaces/{self.namespace}/{self.resource}"
+
+    @property
     def path(self) -> str:
-        return f"/api/v1/namespaces/{self.namespace}/{self.resource}/{self.name}"
+        return f"{self.collection}/{self.name}"
+
+    @property
+    def kind(self) -> str:
+        return "configmap" if self.resource == CONFIG_MAPS else "secret"
+
+    def decode(self, obj: Mapping[str, Any]) -> ConfigMap | Secret:
+        return config_map_from_json(obj) if self.resource == CONFIG_MAPS else secret_from_json(obj)
+
+
+def _typed(value: ConfigMap | Secret | None, kind: type[Any]) -> Any:
+    return value if isinstance(value, kind) else None
 
 
 def _walk_refs(pod: Pod) -> Iterator[tuple[str, str | None]]:
@@ -148,25 +174,24 @@ class ApiObjectStore:
 
     client: ApiClient
     ttl: float = DEFAULT_TTL
+    #: Go's ``node.alpha.kubernetes.io/ttl``: the TTL the cluster's TTL controller set on the Node, if any.
+    ttl_source: Callable[[], float | None] | None = None
     _entries: dict[ObjectRef, _Entry] = attrs.Factory(dict)
     # the last failure (message, when) of objects never fetched
     _errors: dict[ObjectRef, tuple[str, float]] = attrs.Factory(dict)
 
-    def _lookup(self, ref: ObjectRef) -> ConfigMap | Secret | None:
+    def lookup(self, ref: ObjectRef) -> ConfigMap | Secret | None:
         entry = self._entries.get(ref)
         if entry is not None:
             return entry.value
-        kind = "configmap" if ref.resource == CONFIG_MAPS else "secret"
         reason = self._errors.get(ref, ("not fetched from the API server yet", 0.0))[0]
-        raise ObjectUnavailable(f"couldn't get {kind} {ref.namespace}/{ref.name}: {reason}")
+        raise ObjectUnavailable(f"couldn't get {ref.kind} {ref.namespace}/{ref.name}: {reason}")
 
     def get_config_map(self, namespace: str, name: str) -> ConfigMap | None:
-        value = self._lookup(ObjectRef(CONFIG_MAPS, namespace, name))
-        return value if isinstance(value, ConfigMap) else None
+        return _typed(self.lookup(ObjectRef(CONFIG_MAPS, namespace, name)), ConfigMap)
 
     def get_secret(self, namespace: str, name: str) -> Secret | None:
-        value = self._lookup(ObjectRef(SECRETS, namespace, name))
-        return value if isinstance(value, Secret) else None
+        return _typed(self.lookup(ObjectRef(SECRETS, namespace, name)), Secret)
 
     def cached(self, ref: ObjectRef) -> bool:
         return ref in self._entries
@@ -175,13 +200,18 @@ class ApiObjectStore:
         """Fetch the pod's referenced objects that are not cached or older than the TTL."""
         await self.ensure(referenced_objects(pod))
 
+    def current_ttl(self) -> float:
+        override = self.ttl_source() if self.ttl_source is not None else None
+        return self.ttl if override is None else override
+
     async def ensure(self, refs: list[ObjectRef]) -> None:
         now = trio.current_time()
+        ttl = self.current_ttl()
         for ref in refs:
             entry = self._entries.get(ref)
             if entry is not None:
                 entry.used_at = now
-                if now - entry.fetched_at < self.ttl:
+                if now - entry.fetched_at < ttl:
                     continue
             await self._fetch(ref, entry)
         self._evict(trio.current_time())
@@ -206,7 +236,7 @@ class ApiObjectStore:
             self._errors[ref] = (str(err), trio.current_time())
             return  # keep what we had (or nothing): retried on the next sync
         else:
-            value = config_map_from_json(obj) if ref.resource == CONFIG_MAPS else secret_from_json(obj)
+            value = ref.decode(obj)
         now = trio.current_time()
         if entry is not None and entry.value != value:
             logger.info(
@@ -216,8 +246,109 @@ class ApiObjectStore:
         self._errors.pop(ref, None)
 
     def _evict(self, now: float) -> None:
-        horizon = self.ttl * EVICT_AFTER_TTLS
+        horizon = max(self.ttl, DEFAULT_TTL) * EVICT_AFTER_TTLS
         for ref in [r for r, e in self._entries.items() if now - e.used_at > horizon]:
             del self._entries[ref]
         for ref in [r for r, (_, when) in self._errors.items() if now - when > horizon]:
             del self._errors[ref]
+
+
+@attrs.define(eq=False)
+class _Watch:
+    reflector: ObjectReflector
+    scope: trio.CancelScope
+    used_at: float
+    value: ConfigMap | Secret | None = None
+
+
+@attrs.define(eq=False)
+class WatchingObjectStore:
+    """The ``Watch`` strategy (see the module docstring). A component: ``nursery.start(store.run)``
+    before pods sync; ``ensure_pod`` starts and awaits the pod's watches, ``get_*`` read them."""
+
+    client: ApiClient
+    idle_after: float = 5 * DEFAULT_TTL
+    max_watches: int = 64
+    _watches: dict[ObjectRef, _Watch] = attrs.Factory(dict)
+    _overflow: ApiObjectStore = attrs.field(init=False)
+    _nursery: trio.Nursery | None = None
+
+    def __attrs_post_init__(self) -> None:
+        self._overflow = ApiObjectStore(self.client, ttl=0)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            while True:
+                await trio.sleep(self.idle_after / 2)
+                self._drop_idle()
+
+    def watched(self) -> list[ObjectRef]:
+        return list(self._watches)
+
+    async def ensure_pod(self, pod: Pod) -> None:
+        await self.ensure(referenced_objects(pod))
+
+    async def ensure(self, refs: list[ObjectRef]) -> None:
+        """Watch each object (starting watches as needed) and wait until each has been listed."""
+        now = trio.current_time()
+        waiting: list[_Watch] = []
+        overflow: list[ObjectRef] = []
+        for ref in refs:
+            watch = self._watches.get(ref)
+            if watch is None:
+                if len(self._watches) >= self.max_watches or self._nursery is None:
+                    overflow.append(ref)
+                    continue
+                watch = self._start(ref, now)
+            watch.used_at = now
+            waiting.append(watch)
+        for watch in waiting:
+            await watch.reflector.synced.wait()
+        if overflow:
+            await self._overflow.ensure(overflow)
+
+    def _start(self, ref: ObjectRef, now: float) -> _Watch:
+        assert self._nursery is not None
+        scope = trio.CancelScope()
+        reflector = ObjectReflector(self.client, ref.collection, ref.name)
+        watch = _Watch(reflector, scope, now)
+
+        def changed(obj: dict[str, Any] | None) -> None:
+            watch.value = ref.decode(obj) if obj is not None else None
+            logger.info("object %s resource=%s namespace=%s name=%s", "changed" if obj else "absent",
+                        ref.resource, ref.namespace, ref.name)  # fmt: skip
+
+        reflector.on_change = changed
+
+        async def follow() -> None:
+            with scope:
+                await reflector.run()
+
+        self._watches[ref] = watch
+        self._nursery.start_soon(follow)
+        logger.info("watching object resource=%s namespace=%s name=%s", ref.resource, ref.namespace, ref.name)
+        return watch
+
+    def _drop_idle(self) -> None:
+        now = trio.current_time()
+        for ref in [r for r, w in self._watches.items() if now - w.used_at > self.idle_after]:
+            self._watches.pop(ref).scope.cancel()
+            logger.info("stopped watching object resource=%s namespace=%s name=%s", ref.resource,
+                        ref.namespace, ref.name)  # fmt: skip
+
+    def lookup(self, ref: ObjectRef) -> ConfigMap | Secret | None:
+        watch = self._watches.get(ref)
+        if watch is None:
+            return self._overflow.lookup(ref)
+        if not watch.reflector.synced.is_set():
+            reason = watch.reflector.last_error or "not listed from the API server yet"
+            raise ObjectUnavailable(f"couldn't get {ref.kind} {ref.namespace}/{ref.name}: {reason}")
+        return watch.value
+
+    def get_config_map(self, namespace: str, name: str) -> ConfigMap | None:
+        return _typed(self.lookup(ObjectRef(CONFIG_MAPS, namespace, name)), ConfigMap)
+
+    def get_secret(self, namespace: str, name: str) -> Secret | None:
+        return _typed(self.lookup(ObjectRef(SECRETS, namespace, name)), Secret)

@@ -90,6 +90,10 @@ class KubeletConfig:
     anonymous_auth: bool = False  # authentication.anonymous.enabled
     authentication_token_webhook: bool = False  # authentication.webhook.enabled
     authorization_mode: str = "AlwaysAllow"  # authorization.mode: AlwaysAllow or Webhook
+    # webhook answer caches: authentication.webhook.cacheTTL, authorization.webhook.cache*TTL
+    authentication_cache_ttl: float = 120.0
+    authorized_cache_ttl: float = 300.0
+    unauthorized_cache_ttl: float = 30.0
     cluster_dns: tuple[str, ...] = ()  # clusterDNS: the nameservers of ClusterFirst pods
     cluster_domain: str = ""  # clusterDomain: search domains and pod FQDNs
     resolv_conf: str = "/etc/resolv.conf"  # the node's resolver file for dnsPolicy Default ("" = none)

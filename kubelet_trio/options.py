@@ -615,6 +615,15 @@ SETTINGS: tuple[Setting, ...] = (
         "DURATION",
     ),
     Setting(
+        "config_map_and_secret_change_detection_strategy",
+        None,
+        "configMapAndSecretChangeDetectionStrategy",
+        _choice("Watch", "Cache", "Get"),
+        "Watch",
+        "how ConfigMaps and Secrets pods use are kept current: Watch, Cache (TTL) or Get (every sync)",
+        G_API,
+    ),
+    Setting(
         "node_status_report_frequency",
         None,
         "nodeStatusReportFrequency",
@@ -738,6 +747,16 @@ SETTINGS: tuple[Setting, ...] = (
         "BOOL",
     ),
     Setting(
+        "authentication_token_webhook_cache_ttl",
+        "--authentication-token-webhook-cache-ttl",
+        "authentication.webhook.cacheTTL",
+        _duration,
+        120.0,
+        "how long TokenReview answers are cached (0 = not cached)",
+        G_HTTP,
+        "DURATION",
+    ),
+    Setting(
         "authorization_mode",
         "--authorization-mode",
         "authorization.mode",
@@ -746,6 +765,26 @@ SETTINGS: tuple[Setting, ...] = (
         "Kubelet API authorization: AlwaysAllow or Webhook (SubjectAccessReview, API mode)",
         G_HTTP,
         "MODE",
+    ),
+    Setting(
+        "authorization_webhook_cache_authorized_ttl",
+        "--authorization-webhook-cache-authorized-ttl",
+        "authorization.webhook.cacheAuthorizedTTL",
+        _duration,
+        300.0,
+        "how long an allowing SubjectAccessReview answer is cached (0 = not cached)",
+        G_HTTP,
+        "DURATION",
+    ),
+    Setting(
+        "authorization_webhook_cache_unauthorized_ttl",
+        "--authorization-webhook-cache-unauthorized-ttl",
+        "authorization.webhook.cacheUnauthorizedTTL",
+        _duration,
+        30.0,
+        "how long a denying SubjectAccessReview answer is cached (0 = not cached)",
+        G_HTTP,
+        "DURATION",
     ),
     # run-once
     Setting(
@@ -859,6 +898,7 @@ class KubeletOptions:
     node_status_update_frequency: float = 10.0
     node_status_report_frequency: float = 300.0
     node_lease_duration_seconds: int = 40
+    config_map_and_secret_change_detection_strategy: str = "Watch"
     healthz_port: int = 10248
     healthz_bind_address: str = "127.0.0.1"
     read_only_port: int = 0
@@ -869,7 +909,10 @@ class KubeletOptions:
     client_ca_file: str = ""
     anonymous_auth: bool = False
     authentication_token_webhook: bool = False
+    authentication_token_webhook_cache_ttl: float = 120.0
     authorization_mode: str = "AlwaysAllow"
+    authorization_webhook_cache_authorized_ttl: float = 300.0
+    authorization_webhook_cache_unauthorized_ttl: float = 30.0
     runonce: bool = False
     runonce_wait: str = "running"
     runonce_timeout: float = 300.0

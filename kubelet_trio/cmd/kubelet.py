@@ -69,6 +69,9 @@ def kubelet_config(options: KubeletOptions) -> KubeletConfig:
         anonymous_auth=options.anonymous_auth,
         authentication_token_webhook=options.authentication_token_webhook,
         authorization_mode=options.authorization_mode,
+        authentication_cache_ttl=options.authentication_token_webhook_cache_ttl,
+        authorized_cache_ttl=options.authorization_webhook_cache_authorized_ttl,
+        unauthorized_cache_ttl=options.authorization_webhook_cache_unauthorized_ttl,
         address=options.address,
     )
 

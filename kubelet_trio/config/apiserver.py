@@ -24,7 +24,8 @@ import trio
 import trio_util
 
 from kubelet_trio.api import DecodeError, Pod
-from kubelet_trio.client import ApiClient, ApiClientError, Gone, StatusError, WatchEvent
+from kubelet_trio.client import ApiClient, WatchEvent
+from kubelet_trio.client.reflector import MIN_WATCH_TIMEOUT, list_and_watch, raise_watch_error
 from kubelet_trio.config.types import API_SOURCE, CONFIG_MIRROR_ANNOTATION, SourceSet
 
 __all__ = ["ApiserverSource", "is_mirror_pod"]
@@ -32,21 +33,11 @@ __all__ = ["ApiserverSource", "is_mirror_pod"]
 logger = logging.getLogger(__name__)
 
 PODS_PATH = "/api/v1/pods"
-#: client-go's minWatchTimeout: each watch asks for a timeout in [5, 10) minutes.
-MIN_WATCH_TIMEOUT = 300.0
-#: A watch whose server never ends it is abandoned this long after its timeoutSeconds.
-WATCH_CLIENT_MARGIN = 30.0
-BACKOFF_INITIAL = 0.8
-BACKOFF_MAX = 30.0
 LIST_PAGE_SIZE = 500
 
 
 def is_mirror_pod(pod: Pod) -> bool:
     return CONFIG_MIRROR_ANNOTATION in pod.annotations
-
-
-class _WatchFailed(Exception):
-    """A watch stream ended with an ERROR event other than 410."""
 
 
 def _key(obj: dict[str, Any]) -> str:
@@ -83,22 +74,19 @@ class ApiserverSource:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with self.updates:
             task_status.started()
-            backoff = BACKOFF_INITIAL
-            while True:
-                try:
-                    await self._list()
-                except ApiClientError as err:
-                    delay = self._jitter(backoff)
-                    logger.warning("listing pods failed, retrying in %.1fs error=%s", delay, err)
-                    await trio.sleep(delay)
-                    backoff = min(backoff * 2, BACKOFF_MAX)
-                    continue
-                backoff = BACKOFF_INITIAL
-                await self._watch_until_gone()
-                logger.info("pod watch expired (410 Gone), relisting node=%s", self.node_name)
-
-    def _jitter(self, delay: float) -> float:
-        return delay * (1 + self.rng.random())
+            await list_and_watch(
+                self.client,
+                PODS_PATH,
+                f"pods of node {self.node_name}",
+                relist=self._list,
+                watch_params=lambda: {
+                    "fieldSelector": self.field_selector,
+                    "resourceVersion": self.resource_version,
+                },
+                consume=self._consume,
+                rng=self.rng,
+                min_watch_timeout=self.min_watch_timeout,
+            )
 
     async def _list(self) -> None:
         items: list[dict[str, Any]] = []
@@ -141,30 +129,6 @@ class ApiserverSource:
         pods = tuple(p for p in self._store.values() if not is_mirror_pod(p))
         await self.updates.send(SourceSet(API_SOURCE, pods))
 
-    async def _watch_until_gone(self) -> None:
-        """Watch, re-watching from the last resourceVersion, until the server says it is too old."""
-        backoff = BACKOFF_INITIAL
-        while True:
-            timeout = self.min_watch_timeout * (1 + self.rng.random())
-            params = {
-                "fieldSelector": self.field_selector,
-                "resourceVersion": self.resource_version,
-                "allowWatchBookmarks": "true",
-                "timeoutSeconds": str(int(timeout)),
-            }
-            try:
-                with trio.move_on_after(int(timeout) + WATCH_CLIENT_MARGIN):
-                    async with self.client.open_watch(PODS_PATH, params) as events:
-                        await self._consume(events)
-                backoff = BACKOFF_INITIAL
-            except Gone:
-                return
-            except (ApiClientError, _WatchFailed) as err:
-                delay = self._jitter(backoff)
-                logger.warning("pod watch failed, re-watching in %.1fs error=%s", delay, err)
-                await trio.sleep(delay)
-                backoff = min(backoff * 2, BACKOFF_MAX)
-
     async def _consume(self, events: trio.MemoryReceiveChannel[WatchEvent]) -> None:
         """Apply events; after each batch that is ready at once, publish the new set."""
         async for event in events:
@@ -184,10 +148,7 @@ class ApiserverSource:
 
     def _apply(self, event: WatchEvent) -> bool:
         if event.type == "ERROR":
-            error = event.error()
-            if isinstance(error, Gone):
-                raise error
-            raise _WatchFailed(str(error)) from (error if isinstance(error, StatusError) else None)
+            raise_watch_error(event)
         rv = event.resource_version
         if rv:
             self.resource_version = rv

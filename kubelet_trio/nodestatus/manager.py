@@ -111,6 +111,10 @@ class NodeStatusManager:
         node = self.node.value
         return node["metadata"].get("uid") if node else None
 
+    def observe(self, node: dict[str, Any] | None) -> None:
+        """The Node as the node informer saw it (labels and taints others set, the TTL annotation)."""
+        self.node.value = node
+
     def current_node(self) -> dict[str, Any] | None:
         """The Node as the API server has it, else as this kubelet would register it (admission needs a
         node even before registration, like Go's ``getNodeAnyWay``); None before the machine is known."""

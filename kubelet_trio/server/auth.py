@@ -10,15 +10,21 @@ Authorization: ``AlwaysAllow``, or ``Webhook``: a ``SubjectAccessReview`` (``aut
 for the node resource ``nodes/<subresource>`` named for the node, the subresource from the path as in Go
 (``/stats`` → ``stats``, ``/metrics`` → ``metrics``, ``/logs`` → ``log``, everything else → ``proxy``)
 and the verb from the method. Denied is 403; a review that fails is 500.
+
+Review answers are cached as in Go (``authentication.webhook.cacheTTL`` 2 min for tokens, valid or not;
+``authorization.webhook.cacheAuthorizedTTL`` 5 min, ``cacheUnauthorizedTTL`` 30 s); failed reviews are
+not. Tokens are cached under their SHA-256, never in clear. Time is Trio's clock.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
+import trio
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
@@ -74,6 +80,47 @@ class AuthConfig:
     anonymous: bool = False  # authentication.anonymous.enabled
     webhook: bool = False  # authentication.webhook.enabled
     authorization_mode: str = ALWAYS_ALLOW  # authorization.mode: AlwaysAllow or Webhook
+    token_cache_ttl: float = 120.0  # authentication.webhook.cacheTTL
+    authorized_ttl: float = 300.0  # authorization.webhook.cacheAuthorizedTTL
+    unauthorized_ttl: float = 30.0  # authorization.webhook.cacheUnauthorizedTTL
+
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+CACHE_ENTRIES = 4096
+
+
+@attrs.define
+class TtlCache(Generic[K, V]):
+    """Answers kept for a TTL each (0: not kept); at most ``max_entries``, the oldest dropped first."""
+
+    max_entries: int = CACHE_ENTRIES
+    _items: dict[K, tuple[float, V]] = attrs.Factory(dict)
+
+    def get(self, key: K) -> tuple[bool, V | None]:
+        """(found, value)."""
+        item = self._items.get(key)
+        if item is None:
+            return False, None
+        if trio.current_time() >= item[0]:
+            del self._items[key]
+            return False, None
+        return True, item[1]
+
+    def put(self, key: K, value: V, ttl: float) -> None:
+        if ttl <= 0:
+            return
+        now = trio.current_time()
+        if len(self._items) >= self.max_entries:
+            for stale in [k for k, (expires, _) in self._items.items() if expires <= now]:
+                del self._items[stale]
+        while len(self._items) >= self.max_entries:
+            del self._items[next(iter(self._items))]
+        self._items.pop(key, None)
+        self._items[key] = (now + ttl, value)
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 class AuthError(Exception):
@@ -110,6 +157,8 @@ class KubeletAuth:
     config: AuthConfig
     #: The API client for the webhooks, read at request time (None outside API mode: webhooks fail).
     client: Callable[[], ApiClient | None] = lambda: None
+    tokens: TtlCache[str, User | None] = attrs.Factory(TtlCache)
+    decisions: TtlCache[tuple[Any, ...], bool] = attrs.Factory(TtlCache)
 
     async def authenticate(self, cert_der: bytes | None, headers: Mapping[str, str]) -> User | None:
         if cert_der:
@@ -120,18 +169,30 @@ class KubeletAuth:
         scheme, _, token = authorization.partition(" ")
         token = token.strip()
         if scheme.lower() == "bearer" and token and self.config.webhook:
-            user = await self._token_review(token)
+            user = await self._cached_token_review(token)
             if user is not None:
                 return user
         if self.config.anonymous:
             return User(ANONYMOUS, (UNAUTHENTICATED,))
         return None
 
+    async def _cached_token_review(self, token: str) -> User | None:
+        key = hashlib.sha256(token.encode()).hexdigest()
+        found, user = self.tokens.get(key)
+        if found:
+            return user
+        try:
+            user = await self._token_review(token)
+        except AuthError as err:
+            logger.warning("token review failed error=%s", err)
+            return None  # not cached: the next request asks again
+        self.tokens.put(key, user, self.config.token_cache_ttl)
+        return user
+
     async def _token_review(self, token: str) -> User | None:
         client = self.client()
         if client is None:
-            logger.warning("token review skipped: no API client")
-            return None
+            raise AuthError("no API client for the authentication webhook")
         review = {
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "TokenReview",
@@ -140,8 +201,7 @@ class KubeletAuth:
         try:
             answer = await client.create(TOKEN_REVIEWS, review)
         except Exception as err:
-            logger.warning("token review failed error=%s", err)
-            return None
+            raise AuthError(str(err)) from err
         status = answer.get("status") or {}
         if not status.get("authenticated"):
             return None
@@ -152,6 +212,17 @@ class KubeletAuth:
         """Whether ``user`` may make the request; raises :class:`AuthError` when the review fails."""
         if self.config.authorization_mode == ALWAYS_ALLOW:
             return True
+        attributes = request_attributes(self.config.node_name, method, path)
+        key = (user, tuple(sorted(attributes.items())))
+        found, allowed = self.decisions.get(key)
+        if found:
+            return bool(allowed)
+        allowed = await self._access_review(user, attributes)
+        ttl = self.config.authorized_ttl if allowed else self.config.unauthorized_ttl
+        self.decisions.put(key, allowed, ttl)
+        return allowed
+
+    async def _access_review(self, user: User, attributes: dict[str, str]) -> bool:
         client = self.client()
         if client is None:
             raise AuthError("no API client for the authorization webhook")
@@ -162,7 +233,7 @@ class KubeletAuth:
                 "user": user.name,
                 "groups": list(user.groups),
                 "uid": user.uid,
-                "resourceAttributes": request_attributes(self.config.node_name, method, path),
+                "resourceAttributes": attributes,
             },
         }
         try:

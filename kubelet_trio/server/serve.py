@@ -160,6 +160,9 @@ async def _serve_kubelet_api(kubelet: Kubelet, *, task_status: trio.TaskStatus[s
             anonymous=config.anonymous_auth,
             webhook=config.authentication_token_webhook,
             authorization_mode=config.authorization_mode,
+            token_cache_ttl=config.authentication_cache_ttl,
+            authorized_ttl=config.authorized_cache_ttl,
+            unauthorized_ttl=config.unauthorized_cache_ttl,
         ),
         client=lambda: kubelet.api_client,
     )

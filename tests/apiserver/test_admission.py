@@ -11,7 +11,7 @@ from kubelet_trio.admission import NodeView, PredicateAdmitHandler, pod_requests
 from kubelet_trio.api import Pod, default_pod
 from kubelet_trio.apimode import ApiModeOptions
 from kubelet_trio.clock import WallClock
-from tests.apiserver.harness import MACHINE, open_api_node, pod_manifest
+from tests.apiserver.harness import MACHINE, node_ready, open_api_node, pod_manifest
 from tests.apiserver.test_pods import phase, running
 from tests.fakeapi import open_fake_api
 
@@ -139,3 +139,21 @@ async def test_rejected_pods_fail_in_creation_order(autojump_clock: trio.testing
             assert not node.kubelet.rejected & {
                 api_uid for api_uid in ["00000000-0000-4000-8000-000000000002"]
             }
+
+
+async def test_admission_sees_node_labels_set_by_others(autojump_clock: trio.testing.MockClock) -> None:
+    """The node informer: a label an admin adds to the Node (no status change of the kubelet's own)
+    reaches admission before the next status report."""
+    clock = WallClock()
+    async with open_fake_api(now=clock.now) as api, open_api_node(api, clock=clock) as node:
+        with trio.fail_after(30):
+            await api.wait_for(lambda: node_ready(api, "node-1"))
+        await trio.sleep(1)
+        api.store.patch("nodes", None, "node-1", {"metadata": {"labels": {"disk": "ssd"}}})
+        await trio.sleep(1)
+        assert node.mode.node_status.node.value["metadata"]["labels"]["disk"] == "ssd"  # type: ignore[index]
+        api.create_pod(pod_manifest("fits", {"app": "run"}, nodeSelector={"disk": "ssd"}))
+        api.create_pod(pod_manifest("misfit", {"app": "run"}, nodeSelector={"disk": "hdd"}))
+        with trio.fail_after(30):
+            await api.wait_for(lambda: running(api, "fits") and phase(api, "misfit") == "Failed")
+        assert api.pod("misfit")["status"]["reason"] == "NodeAffinity"

@@ -10,7 +10,14 @@ import trio
 import trio.testing
 
 from kubelet_trio.api import Pod
-from kubelet_trio.apiobjects import CONFIG_MAPS, SECRETS, ApiObjectStore, ObjectRef, referenced_objects
+from kubelet_trio.apiobjects import (
+    CONFIG_MAPS,
+    SECRETS,
+    ApiObjectStore,
+    ObjectRef,
+    WatchingObjectStore,
+    referenced_objects,
+)
 from kubelet_trio.kuberuntime.envvars import ObjectUnavailable
 from tests.fakeapi import open_fake_api
 
@@ -117,3 +124,64 @@ async def test_ttl_not_found_errors_and_eviction(autojump_clock: trio.testing.Mo
         await trio.sleep(601)
         await store.ensure([secret_ref])
         assert not store.cached(ref) and store.cached(secret_ref)
+
+
+async def test_watching_store_follows_objects_and_drops_idle_watches(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_fake_api() as api, api.client() as client, trio.open_nursery() as nursery:
+        store = WatchingObjectStore(client, idle_after=300, max_watches=2)
+        await nursery.start(store.run)
+        cfg, gone = ObjectRef(CONFIG_MAPS, "default", "cfg"), ObjectRef(SECRETS, "default", "gone")
+        api.store.create("configmaps", "default", {"metadata": {"name": "cfg"}, "data": {"k": "1"}})
+        await store.ensure([cfg, gone])
+        found = store.get_config_map("default", "cfg")
+        assert found is not None and found.data == {"k": "1"}
+        assert store.get_secret("default", "gone") is None  # listed: absent
+        assert store.watched() == [cfg, gone]
+
+        # Changes arrive through the watch: no GET per use.
+        api.store.patch("configmaps", "default", "cfg", {"data": {"k": "2"}})
+        api.store.create("secrets", "default", {"metadata": {"name": "gone"}, "data": {"p": "eA=="}})
+        await trio.sleep(1)
+        found = store.get_config_map("default", "cfg")
+        assert found is not None and found.data == {"k": "2"}
+        secret = store.get_secret("default", "gone")
+        assert secret is not None and secret.data == {"p": b"x"}
+        api.store.delete("configmaps", "default", "cfg")
+        await trio.sleep(1)
+        assert store.get_config_map("default", "cfg") is None
+        assert len(api.app.requests_for("GET", r"/configmaps$")) == 2  # the list and the watch
+
+        # Beyond max_watches: fetched per ensure (the Get strategy).
+        extra = ObjectRef(CONFIG_MAPS, "default", "extra")
+        api.store.create("configmaps", "default", {"metadata": {"name": "extra"}, "data": {"e": "1"}})
+        await store.ensure([extra])
+        assert store.watched() == [cfg, gone] and store.get_config_map("default", "extra") is not None
+        with pytest.raises(ObjectUnavailable, match="couldn't get configmap default/never: not fetched"):
+            store.get_config_map("default", "never")
+
+        # Nobody asked for cfg in idle_after: its watch stops; gone stays.
+        for _ in range(5):  # idle sweeps every 150 s
+            await trio.sleep(100)
+            await store.ensure([gone])
+        assert store.watched() == [gone]
+        assert api.store.watch_count == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_watching_store_unreachable_api_server(autojump_clock: trio.testing.MockClock) -> None:
+    async with open_fake_api() as api, api.client() as client, trio.open_nursery() as nursery:
+        store = WatchingObjectStore(client)
+        await nursery.start(store.run)
+        api.go_down()
+        with trio.move_on_after(5):  # the kubelet bounds the wait (OBJECT_PREFETCH_TIMEOUT)
+            await store.ensure([ObjectRef(SECRETS, "default", "s")])
+        with pytest.raises(ObjectUnavailable, match=r"couldn.t get secret default/s: "):
+            store.get_secret("default", "s")
+        api.come_back()
+        api.store.create("secrets", "default", {"metadata": {"name": "s"}})
+        with trio.fail_after(60):
+            await store.ensure([ObjectRef(SECRETS, "default", "s")])
+        assert store.get_secret("default", "s") is not None
+        nursery.cancel_scope.cancel()

@@ -8,11 +8,14 @@ import base64
 import os
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
+from kubelet_trio.apimode import ApiModeOptions
+from kubelet_trio.apiobjects import CONFIG_MAPS, SECRETS, ObjectRef
 from kubelet_trio.clock import WallClock
-from tests.apiserver.harness import ApiNode, open_api_node, pod_manifest
+from tests.apiserver.harness import MACHINE, ApiNode, open_api_node, pod_manifest
 from tests.fakeapi import FakeApi, open_fake_api
 
 SYNC_FREQUENCY = 60.0
@@ -99,18 +102,50 @@ async def test_env_from_config_map_and_secret(autojump_clock: trio.testing.MockC
         assert envs["CFG_mode"] == "fast" and envs["CFG_level"] == "3"
         assert envs["password"] == "s3cr3t"
         assert envs["DERIVED"] == "fast-3"
-        # One GET per object, not one per reference.
-        assert len(api.app.requests_for("GET", r"/configmaps/settings$")) == 1
-        assert len(api.app.requests_for("GET", r"/secrets/creds$")) == 1
+        # One watched list per object (the Watch strategy), not one per reference or per sync.
+        await trio.sleep(3 * SYNC_FREQUENCY)
+        lists = api.app.requests_for("GET", r"/namespaces/default/(configmaps|secrets)$")
+        assert sorted((r.path, r.query["fieldSelector"]) for r in lists if "watch" not in r.query) == [
+            ("/api/v1/namespaces/default/configmaps", "metadata.name=settings"),
+            ("/api/v1/namespaces/default/secrets", "metadata.name=creds"),
+        ]
+        assert node.mode.objects.watched() == [  # type: ignore[union-attr]
+            ObjectRef(CONFIG_MAPS, "default", "settings"),
+            ObjectRef(SECRETS, "default", "creds"),
+        ]
 
 
-async def test_config_map_volume_follows_a_patch(autojump_clock: trio.testing.MockClock) -> None:
+@pytest.mark.parametrize(
+    ("strategy", "cache_ttl", "node_ttl", "periods"),
+    [
+        ("Watch", None, None, 1.5),  # the next resync (jittered by up to half a period) sees the change
+        ("Get", None, None, 1.5),  # every sync asks
+        ("Cache", None, None, 2.5),  # the cache's TTL (the sync frequency) plus the next resync
+        ("Cache", 1000.0, None, None),  # a long TTL: still the old data after 3 periods
+        ("Cache", 1000.0, "0", 1.5),  # the TTL controller's node annotation (0 in small clusters) wins
+    ],
+)
+async def test_config_map_volume_follows_a_patch(
+    autojump_clock: trio.testing.MockClock,
+    strategy: str,
+    cache_ttl: float | None,
+    node_ttl: str | None,
+    periods: float | None,
+) -> None:
     clock = WallClock()
+    options = ApiModeOptions(machine=MACHINE, object_strategy=strategy, object_cache_ttl=cache_ttl)
     async with (
         open_fake_api(now=clock.now) as api,
-        open_api_node(api, clock=clock, sync_frequency=SYNC_FREQUENCY) as node,
+        open_api_node(api, clock=clock, sync_frequency=SYNC_FREQUENCY, options=options) as node,
     ):
         create_objects(api)
+        if node_ttl is not None:
+            with trio.fail_after(30):
+                await api.wait_for(lambda: api.store.list("nodes", None)["items"] != [])
+            await node.client.merge_patch(
+                "/api/v1/nodes/node-1",
+                {"metadata": {"annotations": {"node.alpha.kubernetes.io/ttl": node_ttl}}},
+            )
         manifest = with_app(
             pod_manifest(
                 "web",
@@ -148,8 +183,11 @@ async def test_config_map_volume_follows_a_patch(autojump_clock: trio.testing.Mo
             "/api/v1/namespaces/default/configmaps/settings", {"data": {"mode": "slow"}}
         )
         patched_at = trio.current_time()
-        # The cache's TTL (the sync frequency) plus the next resync (jittered by up to half a period).
-        with trio.fail_after(2.5 * SYNC_FREQUENCY):
+        if periods is None:
+            await trio.sleep(3 * SYNC_FREQUENCY)
+            assert volume_file(node, api, "web", "cfg", "mode") == "fast"
+            return
+        with trio.fail_after(periods * SYNC_FREQUENCY):
             await api.wait_for(lambda: volume_file(node, api, "web", "cfg", "mode") == "slow")
         assert trio.current_time() - patched_at > 0
         assert volume_file(node, api, "web", "both", "m") == "slow"

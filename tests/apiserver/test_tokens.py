@@ -5,6 +5,8 @@ ServiceAccount failing only that pod's mount until it exists."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import trio
@@ -47,15 +49,22 @@ def token_file(node: ApiNode, api: FakeApi, pod: str) -> str | None:
     return volume_file(node, api, pod, "kube-api-access", "token")
 
 
-async def test_projected_token_is_bound_to_the_pod_and_refreshed(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
+@contextlib.asynccontextmanager
+async def seeded_node() -> AsyncIterator[tuple[FakeApi, ApiNode]]:
+    """A node behind the fake API server whose default namespace has what a cluster's controllers make."""
     clock = WallClock()
     async with (
         open_fake_api(now=clock.now) as api,
         open_api_node(api, clock=clock, sync_frequency=SYNC_FREQUENCY) as node,
     ):
         api.seed_namespace("default")
+        yield api, node
+
+
+async def test_projected_token_is_bound_to_the_pod_and_refreshed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with seeded_node() as (api, node):
         api.create_pod(api_access_pod("web"))
         with trio.fail_after(30):
             await api.wait_for(lambda: running(api, "web"))
@@ -102,12 +111,7 @@ async def test_projected_token_is_bound_to_the_pod_and_refreshed(
 async def test_missing_service_account_fails_only_that_mount(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    clock = WallClock()
-    async with (
-        open_fake_api(now=clock.now) as api,
-        open_api_node(api, clock=clock, sync_frequency=SYNC_FREQUENCY) as node,
-    ):
-        api.seed_namespace("default")
+    async with seeded_node() as (api, node):
         api.create_pod(api_access_pod("robot", serviceAccountName="robot"))
         api.create_pod(api_access_pod("web"))
 

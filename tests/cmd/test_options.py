@@ -75,12 +75,13 @@ def test_unknown_keys_are_named_in_one_warning(tmp_path: Path) -> None:
         HEADER
         + "cgroupDriver: systemd\n"
         + "authentication: {anonymous: {enabled: false}, webhook: {cacheTTL: 2m}}\n"
+        + "evictionSoft: {memory.available: 1Gi}\n"
         + "logging: {flushFrequency: 5s}\n"
     )
     _, warnings = load_options(["--config", str(config)])
     assert warnings == [
         f"--config {config}: ignoring unknown or unsupported configuration keys: "
-        "authentication.webhook.cacheTTL, cgroupDriver, logging.flushFrequency"
+        "cgroupDriver, evictionSoft, logging.flushFrequency"
     ]
 
 

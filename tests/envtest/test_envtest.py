@@ -12,6 +12,7 @@ from kubelet_trio.apimode import open_kubeconfig_client
 from kubelet_trio.client import ApiClient, NotFound
 from tests.apiserver.harness import open_api_node, pod_manifest
 from tests.envtest.conftest import EnvtestCluster
+from tests.fakeapi.tokens import decode_token
 
 NODE = "envtest-node"
 
@@ -62,3 +63,82 @@ async def test_node_registers_and_runs_a_pod_on_a_real_api_server(envtest: Envte
                 return False
 
             await poll(web_gone, client)
+
+
+async def test_objects_tokens_and_label_patches_on_a_real_api_server(envtest: EnvtestCluster) -> None:
+    """The fake API server's scenarios for API-backed data, against kube-apiserver: a configMap volume
+    follows a patch, a projected token is issued by the TokenRequest API and bound to the pod, a label
+    patch does not restart the pod. (No controller manager runs: the ServiceAccount and kube-root-ca.crt
+    are created here.)"""
+    ns = "/api/v1/namespaces/default"
+    with trio.fail_after(120):
+        async with (
+            open_kubeconfig_client(str(envtest.kubeconfig)) as client,
+            open_api_node(None, NODE, client=client, sync_frequency=2.0) as node,
+        ):
+            await poll(node_ready, client)
+            await client.create(f"{ns}/serviceaccounts", {"metadata": {"name": "default"}})
+            await client.create(
+                f"{ns}/configmaps", {"metadata": {"name": "kube-root-ca.crt"}, "data": {"ca.crt": "CA"}}
+            )
+            await client.create(
+                f"{ns}/configmaps", {"metadata": {"name": "settings"}, "data": {"mode": "fast"}}
+            )
+            manifest = pod_manifest(
+                "reader",
+                {"app": "run"},
+                node=NODE,
+                volumes=[
+                    {"name": "cfg", "configMap": {"name": "settings"}},
+                    {
+                        "name": "kube-api-access",
+                        "projected": {
+                            "sources": [
+                                {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+                                {"configMap": {"name": "kube-root-ca.crt"}},
+                            ]
+                        },
+                    },
+                ],
+            )
+            manifest["spec"]["containers"][0]["volumeMounts"] = [
+                {"name": "cfg", "mountPath": "/etc/cfg"},
+                {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"},
+            ]
+            created = await client.create(f"{ns}/pods", manifest)
+            uid = created["metadata"]["uid"]
+
+            def volume_file(volume: str, path: str) -> str | None:
+                mounted = node.kubelet.volume_manager.mounted_volumes(uid).get(volume)
+                if mounted is None:
+                    return None
+                with contextlib.suppress(FileNotFoundError), open(f"{mounted.host_path}/{path}") as f:
+                    return f.read()
+                return None
+
+            async def container_id(c: ApiClient) -> str | None:
+                statuses = (await c.get(f"{ns}/pods/reader")).get("status", {}).get("containerStatuses", ())
+                running = [s for s in statuses if "running" in s.get("state", {})]
+                return running[0]["containerID"] if running else None
+
+            async def reader_running(c: ApiClient) -> bool:
+                return await container_id(c) is not None
+
+            await poll(reader_running, client)
+            first_id = await container_id(client)
+            token = volume_file("kube-api-access", "token")
+            assert token is not None and volume_file("kube-api-access", "ca.crt") == "CA"
+            claims = decode_token(token)
+            assert claims["sub"] == "system:serviceaccount:default:default"
+            assert claims["kubernetes.io"]["pod"] == {"name": "reader", "uid": uid}
+            assert volume_file("cfg", "mode") == "fast"
+
+            await client.merge_patch(f"{ns}/configmaps/settings", {"data": {"mode": "slow"}})
+            await client.merge_patch(f"{ns}/pods/reader", {"metadata": {"labels": {"tier": "edge"}}})
+
+            async def updated(c: ApiClient) -> bool:
+                return volume_file("cfg", "mode") == "slow"
+
+            await poll(updated, client)
+            await trio.sleep(4)  # two sync periods after the label patch
+            assert await container_id(client) == first_id  # neither change restarted it

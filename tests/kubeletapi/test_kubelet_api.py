@@ -107,6 +107,7 @@ async def test_bearer_tokens_through_token_review_and_access_reviews(tmp_path: P
                 tmp_path,
                 authentication_token_webhook=True,
                 authorization_mode="Webhook",
+                unauthorized_cache_ttl=0,  # the denial below is followed by a grant
                 **server_files(ca, tmp_path),
             ) as (node, url):
                 node.kubelet.api_client = api_client

@@ -1,0 +1,183 @@
+"""A reflector for one named object: list with ``fieldSelector=metadata.name=<name>``, then watch from the
+list's resourceVersion (client-go ``tools/cache/reflector.go`` behind a single-object informer, as the
+Go kubelet uses for its Node and, with the Watch strategy, for each ConfigMap and Secret a pod uses).
+
+The same rules as the pod reflector (:mod:`kubelet_trio.config.apiserver`): bookmarks, a randomised
+``timeoutSeconds`` of 5-10 min and a re-watch from the last resourceVersion when a stream ends; 410 Gone
+relists; other failures back off (0.8 s doubling to 30 s, jittered). :attr:`ObjectReflector.value` is
+the object as last seen (None: it does not exist); :attr:`ObjectReflector.synced` is set after the first
+complete list, and the last value is kept (stale beats nothing) while the API server is unreachable.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn
+
+import attrs
+import trio
+
+from kubelet_trio.client.client import ApiClient
+from kubelet_trio.client.errors import ApiClientError, Gone, StatusError
+from kubelet_trio.client.watch import WatchEvent
+
+__all__ = [
+    "BACKOFF_INITIAL",
+    "BACKOFF_MAX",
+    "MIN_WATCH_TIMEOUT",
+    "WATCH_CLIENT_MARGIN",
+    "ObjectReflector",
+    "WatchFailed",
+    "list_and_watch",
+    "raise_watch_error",
+]
+
+logger = logging.getLogger(__name__)
+
+#: client-go's minWatchTimeout: each watch asks for a timeout in [5, 10) minutes.
+MIN_WATCH_TIMEOUT = 300.0
+#: A watch whose server never ends it is abandoned this long after its timeoutSeconds.
+WATCH_CLIENT_MARGIN = 30.0
+BACKOFF_INITIAL = 0.8
+BACKOFF_MAX = 30.0
+
+
+class WatchFailed(Exception):
+    """A watch stream ended with an ERROR event other than 410."""
+
+
+def raise_watch_error(event: WatchEvent) -> None:
+    """An ERROR event: :class:`Gone` for 410 (relist), :class:`WatchFailed` otherwise (re-watch)."""
+    error = event.error()
+    if isinstance(error, Gone):
+        raise error
+    raise WatchFailed(str(error)) from (error if isinstance(error, StatusError) else None)
+
+
+async def list_and_watch(
+    client: ApiClient,
+    path: str,
+    what: str,
+    *,
+    relist: Callable[[], Awaitable[None]],
+    watch_params: Callable[[], dict[str, str]],
+    consume: Callable[[trio.MemoryReceiveChannel[WatchEvent]], Awaitable[None]],
+    rng: random.Random,
+    min_watch_timeout: float = MIN_WATCH_TIMEOUT,
+) -> NoReturn:
+    """The reflector loop: ``relist()`` (retried with backoff), then watch ``path`` with
+    ``watch_params()`` (the selector and the resourceVersion to go on from), feeding each stream to
+    ``consume``, until the server says Gone; then relist."""
+    backoff = BACKOFF_INITIAL
+    while True:
+        try:
+            await relist()
+        except ApiClientError as err:
+            delay = backoff * (1 + rng.random())
+            logger.warning("listing %s failed, retrying in %.1fs error=%s", what, delay, err)
+            await trio.sleep(delay)
+            backoff = min(backoff * 2, BACKOFF_MAX)
+            continue
+        backoff = BACKOFF_INITIAL
+        await _watch_until_gone(client, path, what, watch_params, consume, rng, min_watch_timeout)
+        logger.info("watch of %s expired (410 Gone), relisting", what)
+
+
+async def _watch_until_gone(
+    client: ApiClient,
+    path: str,
+    what: str,
+    watch_params: Callable[[], dict[str, str]],
+    consume: Callable[[trio.MemoryReceiveChannel[WatchEvent]], Awaitable[None]],
+    rng: random.Random,
+    min_watch_timeout: float,
+) -> None:
+    """Watch, re-watching from the last resourceVersion, until the server says it is too old."""
+    backoff = BACKOFF_INITIAL
+    while True:
+        timeout = min_watch_timeout * (1 + rng.random())
+        params = {**watch_params(), "allowWatchBookmarks": "true", "timeoutSeconds": str(int(timeout))}
+        try:
+            with trio.move_on_after(int(timeout) + WATCH_CLIENT_MARGIN):
+                async with client.open_watch(path, params) as events:
+                    await consume(events)
+            backoff = BACKOFF_INITIAL
+        except Gone:
+            return
+        except (ApiClientError, WatchFailed) as err:
+            delay = backoff * (1 + rng.random())
+            logger.warning("watch of %s failed, re-watching in %.1fs error=%s", what, delay, err)
+            await trio.sleep(delay)
+            backoff = min(backoff * 2, BACKOFF_MAX)
+
+
+@attrs.define(eq=False)
+class ObjectReflector:
+    """Follows ``<collection>/<name>``; start with ``nursery.start(reflector.run)`` (reports started at
+    once). ``on_change(obj)`` is called whenever :attr:`value` changes (None: deleted or absent)."""
+
+    client: ApiClient
+    collection: str  # e.g. "/api/v1/nodes", "/api/v1/namespaces/default/configmaps"
+    name: str
+    on_change: Callable[[dict[str, Any] | None], None] | None = None
+    rng: random.Random = attrs.Factory(random.Random)
+    min_watch_timeout: float = MIN_WATCH_TIMEOUT
+    value: dict[str, Any] | None = None
+    synced: trio.Event = attrs.Factory(trio.Event)
+    last_error: str | None = None  # the last list/watch failure, until a list succeeds
+    resource_version: str = ""
+    lists: int = 0
+
+    @property
+    def what(self) -> str:
+        return f"{self.collection}/{self.name}"
+
+    @property
+    def _selector(self) -> str:
+        return f"metadata.name={self.name}"
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        await list_and_watch(
+            self.client,
+            self.collection,
+            self.what,
+            relist=self._list,
+            watch_params=lambda: {"fieldSelector": self._selector, "resourceVersion": self.resource_version},
+            consume=self._consume,
+            rng=self.rng,
+            min_watch_timeout=self.min_watch_timeout,
+        )
+
+    async def _list(self) -> None:
+        try:
+            answer = await self.client.get(self.collection, {"fieldSelector": self._selector})
+        except ApiClientError as err:
+            self.last_error = str(err)
+            raise
+        items = answer.get("items") or []
+        self.resource_version = str((answer.get("metadata") or {}).get("resourceVersion") or "")
+        self.lists += 1
+        self.last_error = None
+        self._set(items[0] if items else None)
+        self.synced.set()
+
+    async def _consume(self, events: trio.MemoryReceiveChannel[WatchEvent]) -> None:
+        async for event in events:
+            if event.type == "ERROR":
+                raise_watch_error(event)
+            if event.resource_version:
+                self.resource_version = event.resource_version
+            if event.type in ("ADDED", "MODIFIED"):
+                self._set(event.object)
+            elif event.type == "DELETED":
+                self._set(None)
+
+    def _set(self, value: dict[str, Any] | None) -> None:
+        if value == self.value:
+            return
+        self.value = value
+        if self.on_change is not None:
+            self.on_change(value)
