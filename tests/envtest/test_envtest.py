@@ -38,11 +38,23 @@ async def test_node_registers_and_runs_a_pod_on_a_real_api_server(envtest: Envte
     with trio.fail_after(120):
         async with (
             open_kubeconfig_client(str(envtest.kubeconfig)) as client,
-            open_api_node(None, NODE, client=client),
+            open_api_node(None, NODE, client=client) as node,
         ):
             await poll(node_ready, client)
             lease = await client.get(f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{NODE}")
             assert lease["spec"]["holderIdentity"] == NODE
+
+            # A static pod gets a mirror pod.
+            await node.set_static_pods(pod_manifest("static-web", {"app": "run"}, node=NODE))
+
+            async def mirrored(c: ApiClient) -> bool:
+                try:
+                    mirror = await c.get(f"{pods}/static-web-{NODE}")
+                except NotFound:
+                    return False
+                return "kubernetes.io/config.mirror" in mirror["metadata"].get("annotations", {})
+
+            await poll(mirrored, client)
 
             await client.create(pods, pod_manifest("web", {"app": "run"}, node=NODE))
 
@@ -53,6 +65,13 @@ async def test_node_registers_and_runs_a_pod_on_a_real_api_server(envtest: Envte
                 )
 
             await poll(web_running, client)
+
+            async def events_recorded(c: ApiClient) -> bool:
+                events = (await c.get("/api/v1/namespaces/default/events")).get("items", ())
+                reasons = {e["reason"] for e in events if e["involvedObject"].get("name") == "web"}
+                return {"Pulled", "Created", "Started"} <= reasons
+
+            await poll(events_recorded, client)
             await client.delete(f"{pods}/web")  # graceful: the kubelet finishes it
 
             async def web_gone(c: ApiClient) -> bool:
