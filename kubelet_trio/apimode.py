@@ -221,7 +221,7 @@ def _object_store(
     if options.object_strategy == "Watch":
         return WatchingObjectStore(client, idle_after=5 * sync_frequency)
     if options.object_strategy == "Get":
-        return ApiObjectStore(client, ttl=0)
+        return ApiObjectStore(client, ttl=0, keep_stale=False)
     if options.object_strategy != "Cache":
         raise ValueError(f"unknown configMapAndSecretChangeDetectionStrategy {options.object_strategy!r}")
 

@@ -176,6 +176,7 @@ class ApiObjectStore:
     ttl: float = DEFAULT_TTL
     #: Go's ``node.alpha.kubernetes.io/ttl``: the TTL the cluster's TTL controller set on the Node, if any.
     ttl_source: Callable[[], float | None] | None = None
+    keep_stale: bool = True  # serve the last known object when a refresh fails (not for "Get")
     _entries: dict[ObjectRef, _Entry] = attrs.Factory(dict)
     # the last failure (message, when) of objects never fetched
     _errors: dict[ObjectRef, tuple[str, float]] = attrs.Factory(dict)
@@ -234,6 +235,8 @@ class ApiObjectStore:
                 err,
             )
             self._errors[ref] = (str(err), trio.current_time())
+            if not self.keep_stale:
+                self._entries.pop(ref, None)
             return  # keep what we had (or nothing): retried on the next sync
         else:
             value = ref.decode(obj)
@@ -316,7 +319,11 @@ class WatchingObjectStore:
         watch = _Watch(reflector, scope, now)
 
         def changed(obj: dict[str, Any] | None) -> None:
-            watch.value = ref.decode(obj) if obj is not None else None
+            try:
+                watch.value = ref.decode(obj) if obj is not None else None
+            except (AttributeError, TypeError, ValueError) as err:  # a malformed object: keep the last
+                logger.error("undecodable %s %s/%s error=%s", ref.kind, ref.namespace, ref.name, err)
+                return
             logger.info("object %s resource=%s namespace=%s name=%s", "changed" if obj else "absent",
                         ref.resource, ref.namespace, ref.name)  # fmt: skip
 

@@ -125,6 +125,13 @@ def _non_negative_int(value: Any, from_file: bool) -> int:
     return number
 
 
+def _positive_int(value: Any, from_file: bool) -> int:
+    number = _int(value, from_file)
+    if number < 1:
+        raise ValueError("must be greater than zero")
+    return number
+
+
 def _port(value: Any, from_file: bool) -> int:
     number = _int(value, from_file)
     if not 0 <= number <= 65535:
@@ -288,7 +295,7 @@ def _taints(value: Any, from_file: bool) -> tuple[dict[str, str], ...]:
     if from_file:
         if not isinstance(value, list) or not all(isinstance(t, Mapping) for t in value):
             raise ValueError("expected a list of taints (key, value, effect)")
-        items = [{str(k): str(v) for k, v in t.items()} for t in value]
+        items = [{str(k): str(v) for k, v in t.items() if v is not None} for t in value]
     else:
         items = []
         for item in value if isinstance(value, list) else [value]:
@@ -543,7 +550,7 @@ SETTINGS: tuple[Setting, ...] = (
         "kube_api_burst",
         "--kube-api-burst",
         "kubeAPIBurst",
-        _non_negative_int,
+        _positive_int,
         100,
         "burst of the API client's rate limit",
         G_API,
@@ -636,7 +643,7 @@ SETTINGS: tuple[Setting, ...] = (
         "node_lease_duration_seconds",
         None,
         "nodeLeaseDurationSeconds",
-        _non_negative_int,
+        _positive_int,
         40,
         "the node Lease's leaseDurationSeconds (renewed every quarter of it)",
         G_API,

@@ -28,7 +28,7 @@ import attrs
 import httpx
 import trio
 
-from kubelet_trio.client.errors import ApiUnavailable, error_from_response
+from kubelet_trio.client.errors import ApiClientError, ApiUnavailable, error_from_response
 from kubelet_trio.client.kubeconfig import KubeConfig, make_ssl_context
 from kubelet_trio.client.ratelimit import DEFAULT_BURST, DEFAULT_QPS, TokenBucket
 from kubelet_trio.client.watch import WATCH_BUFFER, WatchEvent, pump_watch_events
@@ -195,7 +195,7 @@ class ApiClient:
             else:
                 code = response.status_code
                 if code < 300:
-                    return response.json() if response.content else None
+                    return _decode(response, method, path)
                 error = error_from_response(code, response.content)
                 if code != 429 and code < 500:
                     raise error
@@ -286,6 +286,16 @@ def _raise_single(group: BaseExceptionGroup[BaseException]) -> None:
     if len(leaves) == 1:
         raise leaves[0] from None
     raise group
+
+
+def _decode(response: httpx.Response, method: str, path: str) -> Any:
+    """A successful answer's JSON (None when empty); an undecodable one is an :class:`ApiClientError`."""
+    if not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError as err:
+        raise ApiClientError(f"{method} {path}: the answer is not JSON: {err}") from None
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:

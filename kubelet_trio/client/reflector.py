@@ -42,6 +42,7 @@ MIN_WATCH_TIMEOUT = 300.0
 WATCH_CLIENT_MARGIN = 30.0
 BACKOFF_INITIAL = 0.8
 BACKOFF_MAX = 30.0
+SHORT_WATCH = 1.0
 
 
 class WatchFailed(Exception):
@@ -66,22 +67,25 @@ async def list_and_watch(
     consume: Callable[[trio.MemoryReceiveChannel[WatchEvent]], Awaitable[None]],
     rng: random.Random,
     min_watch_timeout: float = MIN_WATCH_TIMEOUT,
+    on_error: Callable[[Exception], None] | None = None,
 ) -> NoReturn:
     """The reflector loop: ``relist()`` (retried with backoff), then watch ``path`` with
     ``watch_params()`` (the selector and the resourceVersion to go on from), feeding each stream to
-    ``consume``, until the server says Gone; then relist."""
+    ``consume``, until the server says Gone; then relist. ``on_error`` hears of every failure."""
     backoff = BACKOFF_INITIAL
     while True:
         try:
             await relist()
         except ApiClientError as err:
+            if on_error is not None:
+                on_error(err)
             delay = backoff * (1 + rng.random())
             logger.warning("listing %s failed, retrying in %.1fs error=%s", what, delay, err)
             await trio.sleep(delay)
             backoff = min(backoff * 2, BACKOFF_MAX)
             continue
         backoff = BACKOFF_INITIAL
-        await _watch_until_gone(client, path, what, watch_params, consume, rng, min_watch_timeout)
+        await _watch_until_gone(client, path, what, watch_params, consume, rng, min_watch_timeout, on_error)
         logger.info("watch of %s expired (410 Gone), relisting", what)
 
 
@@ -93,20 +97,28 @@ async def _watch_until_gone(
     consume: Callable[[trio.MemoryReceiveChannel[WatchEvent]], Awaitable[None]],
     rng: random.Random,
     min_watch_timeout: float,
+    on_error: Callable[[Exception], None] | None,
 ) -> None:
-    """Watch, re-watching from the last resourceVersion, until the server says it is too old."""
+    """Watch, re-watching from the last resourceVersion, until the server says it is too old. A stream
+    the server ends within a second counts as a failure (client-go's "very short watch"), so a server
+    or proxy that closes watches at once is not hammered."""
     backoff = BACKOFF_INITIAL
     while True:
         timeout = min_watch_timeout * (1 + rng.random())
         params = {**watch_params(), "allowWatchBookmarks": "true", "timeoutSeconds": str(int(timeout))}
+        started = trio.current_time()
         try:
             with trio.move_on_after(int(timeout) + WATCH_CLIENT_MARGIN):
                 async with client.open_watch(path, params) as events:
                     await consume(events)
+            if trio.current_time() - started < SHORT_WATCH:
+                raise WatchFailed("very short watch: the server ended it at once")
             backoff = BACKOFF_INITIAL
         except Gone:
             return
         except (ApiClientError, WatchFailed) as err:
+            if on_error is not None:
+                on_error(err)
             delay = backoff * (1 + rng.random())
             logger.warning("watch of %s failed, re-watching in %.1fs error=%s", what, delay, err)
             await trio.sleep(delay)
@@ -149,14 +161,14 @@ class ObjectReflector:
             consume=self._consume,
             rng=self.rng,
             min_watch_timeout=self.min_watch_timeout,
+            on_error=self._failed,
         )
 
+    def _failed(self, err: Exception) -> None:
+        self.last_error = str(err)
+
     async def _list(self) -> None:
-        try:
-            answer = await self.client.get(self.collection, {"fieldSelector": self._selector})
-        except ApiClientError as err:
-            self.last_error = str(err)
-            raise
+        answer = await self.client.get(self.collection, {"fieldSelector": self._selector})
         items = answer.get("items") or []
         self.resource_version = str((answer.get("metadata") or {}).get("resourceVersion") or "")
         self.lists += 1

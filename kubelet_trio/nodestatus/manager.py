@@ -254,9 +254,12 @@ class NodeStatusManager:
             self.node.value = None  # read it afresh next time
 
     def _report_transitions(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        """Go's condition setters: an event when a condition appears or changes status."""
+        """Go's condition setters: an event when a pressure condition appears or changes status, and when
+        Ready changes status (not when it first appears)."""
         for type_, (when_true, when_false) in _TRANSITION_EVENTS.items():
             before, after = _condition_status(old, type_), _condition_status(new, type_)
+            if type_ == "Ready" and before is None:
+                continue
             if after != before and after is not None:
                 reason = when_true if after == "True" else when_false
                 self._event("Normal", reason, f"Node {self.config.node_name} status is now: {reason}")

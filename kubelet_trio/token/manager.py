@@ -107,7 +107,11 @@ class IssuedToken:
                 f"TokenRequest for {request.describe()}: bad expirationTimestamp: {err}"
             ) from None
         seconds = (answer.get("spec") or {}).get("expirationSeconds", request.expiration_seconds)
-        return cls(str(token), round(expires.timestamp() * NS), int(seconds) if seconds is not None else None)
+        try:
+            lifetime = int(seconds) if seconds is not None else None
+        except (TypeError, ValueError):
+            raise TokenError(f"TokenRequest for {request.describe()}: bad expirationSeconds") from None
+        return cls(str(token), round(expires.timestamp() * NS), lifetime)
 
 
 Fetch = Callable[[TokenRequest], Awaitable[IssuedToken]]

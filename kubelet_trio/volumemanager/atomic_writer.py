@@ -42,6 +42,7 @@ class PayloadError(ValueError):
 class FileProjection:
     data: bytes
     mode: int = 0o644
+    fs_user: int | None = None  # the file's owner (Go FsUser: service account tokens), else root
 
 
 def _validate_path(path: str) -> None:
@@ -105,6 +106,8 @@ class AtomicWriter:
                 with open(full, "wb") as f:
                     f.write(projection.data)
                 os.chmod(full, projection.mode)
+                if projection.fs_user is not None:
+                    os.chown(full, projection.fs_user, -1)
             if set_perms is not None:
                 set_perms(ts_dir)
             self._create_user_visible(cleaned)
@@ -133,7 +136,10 @@ class AtomicWriter:
                 with open(full, "rb") as f:
                     if f.read() != projection.data:
                         return True
-                if (os.stat(full).st_mode & 0o7777) != projection.mode:
+                info = os.stat(full)
+                if (info.st_mode & 0o7777) != projection.mode:
+                    return True
+                if projection.fs_user is not None and info.st_uid != projection.fs_user:
                     return True
             except OSError:
                 return True

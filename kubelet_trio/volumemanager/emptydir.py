@@ -9,6 +9,7 @@ lives as long as the pod: created before its first container starts, removed aft
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Sequence
@@ -82,7 +83,8 @@ async def mount_tmpfs_once(
     try:
         await run_sync(mounter.mount_tmpfs, path, size)
     except OSError as err:
-        raise MountFailed(f"cannot mount a tmpfs for {why} (the kubelet must run as root): {err}") from err
+        hint = " (the kubelet must run as root)" if err.errno == errno.EPERM else ""
+        raise MountFailed(f"cannot mount a tmpfs for {why}{hint}: {err}") from err
 
 
 async def set_up_empty_dir(

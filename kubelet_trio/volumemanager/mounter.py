@@ -76,7 +76,13 @@ _libc: ctypes.CDLL | None = None
 def _lib() -> ctypes.CDLL:
     global _libc
     if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        text = ctypes.c_char_p
+        libc.mount.argtypes = [text, text, text, ctypes.c_ulong, ctypes.c_void_p]
+        libc.mount.restype = ctypes.c_int
+        libc.umount2.argtypes = [text, ctypes.c_int]
+        libc.umount2.restype = ctypes.c_int
+        _libc = libc
     return _libc
 
 

@@ -19,6 +19,7 @@ from kubelet_trio.api import (
 )
 from kubelet_trio.kuberuntime.envvars import EnvError, ObjectStore, extract_field_path
 from kubelet_trio.kuberuntime.resources import NodeAllocatable, container_resource_value
+from kubelet_trio.kuberuntime.security import effective_security_context
 from kubelet_trio.token import TokenRequest
 from kubelet_trio.volumemanager.atomic_writer import FileProjection
 
@@ -133,6 +134,19 @@ def secret_volume_payload(
     )
 
 
+def fs_user_from(pod: Pod) -> int | None:
+    """Go's ``FsUserFrom``: the effective runAsUser when every init and app container has one and they
+    are all the same, else None."""
+    spec = pod.spec
+    users = {
+        effective_security_context(pod, c).run_as_user
+        for c in (*(spec.init_containers or ()), *(spec.containers or ()))
+    } if spec else set()  # fmt: skip
+    if len(users) != 1:
+        return None
+    return next(iter(users))
+
+
 def projected_payload(
     pod: Pod,
     source: ProjectedVolumeSource,
@@ -142,7 +156,9 @@ def projected_payload(
     fs_group: int | None = None,
 ) -> dict[str, FileProjection]:
     """All sources merged in order. ``tokens[i]`` is the service account token for source ``i`` (fetched
-    beforehand: :func:`token_requests`); its file is mode 0600 when an fsGroup will widen it to 0640."""
+    beforehand: :func:`token_requests`). As in Go, a token file is mode 0600 and owned by the pods' common
+    runAsUser when there is one, or 0600 widened to 0640 when an fsGroup is set; else the default mode."""
+    fs_user = fs_user_from(pod)
     payload: dict[str, FileProjection] = {}
     mode = source.default_mode
     for index, projection in enumerate(source.sources or ()):
@@ -158,9 +174,10 @@ def projected_payload(
             token = tokens[index] if index < len(tokens) else None
             if token is None:
                 raise ValueError(f"no service account token for source {index}")
-            token_mode = 0o600 if fs_group is not None else (DEFAULT_MODE if mode is None else mode)
+            restricted = fs_group is not None or fs_user is not None
+            token_mode = 0o600 if restricted else (DEFAULT_MODE if mode is None else mode)
             path = projection.service_account_token.path or ""
-            payload[path] = FileProjection(token.encode(), token_mode)
+            payload[path] = FileProjection(token.encode(), token_mode, fs_user)
         else:
             raise ValueError("unsupported projected volume source")
     return payload

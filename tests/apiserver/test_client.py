@@ -6,6 +6,7 @@ import base64
 import random
 from pathlib import Path
 
+import httpx
 import pytest
 import trio
 import trio.testing
@@ -13,6 +14,7 @@ import trustme
 
 from kubelet_trio.client import (
     AlreadyExists,
+    ApiClientError,
     ApiUnavailable,
     Conflict,
     Gone,
@@ -270,3 +272,12 @@ async def test_tls_verification_token_and_client_certificate(tmp_path: Path) -> 
             async with open_api_client(insecure) as client:
                 with pytest.raises(Exception, match="401"):
                     await client.get("/api/v1/pods")
+
+
+async def test_an_undecodable_answer_is_a_client_error() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=b"<html>proxy login</html>")
+
+    async with open_api_client(server="http://api", transport=httpx.MockTransport(handler)) as client:
+        with pytest.raises(ApiClientError, match="GET /api/v1/nodes: the answer is not JSON"):
+            await client.get("/api/v1/nodes")

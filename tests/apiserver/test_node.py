@@ -112,8 +112,7 @@ async def test_status_is_patched_on_change_or_every_five_minutes(
                     "NodeHasSufficientMemory",
                     "NodeHasNoDiskPressure",
                     "NodeHasSufficientPID",
-                    "NodeReady",
-                    "NodeNotReady",
+                    "NodeNotReady",  # Ready was True from the start: only its change is an event (Go)
                 )
             ),
         ]

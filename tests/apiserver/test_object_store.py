@@ -18,6 +18,7 @@ from kubelet_trio.apiobjects import (
     WatchingObjectStore,
     referenced_objects,
 )
+from kubelet_trio.client.reflector import ObjectReflector
 from kubelet_trio.kuberuntime.envvars import ObjectUnavailable
 from tests.fakeapi import open_fake_api
 
@@ -185,3 +186,32 @@ async def test_watching_store_unreachable_api_server(autojump_clock: trio.testin
             await store.ensure([ObjectRef(SECRETS, "default", "s")])
         assert store.get_secret("default", "s") is not None
         nursery.cancel_scope.cancel()
+
+
+async def test_a_watch_the_server_ends_at_once_backs_off(autojump_clock: trio.testing.MockClock) -> None:
+    """client-go's "very short watch": a server (or proxy) that closes every watch at once is not
+    hammered; the reflector backs off (0.8 s doubling, jittered) and says why."""
+    async with open_fake_api() as api, api.client() as client, trio.open_nursery() as nursery:
+        reflector = ObjectReflector(
+            client, "/api/v1/namespaces/default/configmaps", "cfg", min_watch_timeout=0
+        )  # timeoutSeconds=0: the fake ends each watch at once
+        await nursery.start(reflector.run)
+        await trio.sleep(10)
+        watches = [r for r in api.app.requests_for("GET", r"/configmaps$") if "watch" in r.query]
+        assert 3 <= len(watches) <= 5  # 0.8-1.6, 1.6-3.2, 3.2-6.4 s apart: not hundreds
+        assert reflector.synced.is_set() and reflector.last_error is not None
+        assert "very short watch" in reflector.last_error
+        nursery.cancel_scope.cancel()
+
+
+async def test_get_strategy_does_not_serve_stale_objects(autojump_clock: trio.testing.MockClock) -> None:
+    async with open_fake_api() as api, api.client() as client:
+        store = ApiObjectStore(client, ttl=0, keep_stale=False)
+        ref = ObjectRef(CONFIG_MAPS, "default", "cfg")
+        api.store.create("configmaps", "default", {"metadata": {"name": "cfg"}, "data": {"k": "1"}})
+        await store.ensure([ref])
+        assert store.get_config_map("default", "cfg") is not None
+        api.app.inject("GET", CM_PATH, 500, times=3)
+        await store.ensure([ref])  # every ensure asks; this one fails
+        with pytest.raises(ObjectUnavailable, match="couldn't get configmap default/cfg: 500"):
+            store.get_config_map("default", "cfg")

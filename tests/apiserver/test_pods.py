@@ -166,4 +166,4 @@ async def test_events_are_recorded_and_aggregated(autojump_clock: trio.testing.M
         assert crash["BackOff"]["count"] > 1  # repeats are counted on one Event, not re-created
         assert len([e for e in api.events("default") if e["reason"] == "BackOff"]) == 1
         node_events = {e["reason"] for e in api.events("default") if e["involvedObject"]["kind"] == "Node"}
-        assert {"Starting", "NodeReady"} <= node_events
+        assert {"Starting", "NodeHasSufficientMemory"} <= node_events

@@ -3,6 +3,7 @@ host_path_test.go, empty_dir_test.go, downwardapi_test.go)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import stat
@@ -118,7 +119,7 @@ class FakeMounter:
 
     def mount_tmpfs(self, path: str, size_bytes: int | None) -> None:
         if self.fail:
-            raise OSError("mount: permission denied")
+            raise PermissionError(errno.EPERM, "Operation not permitted")
         self.mounted[path] = size_bytes
 
     def unmount(self, path: str) -> None:
@@ -377,6 +378,27 @@ async def test_projected_token_with_fs_group_is_group_readable_only(tmp_path: Pa
     assert stat.S_IMODE(token.st_mode) == 0o640 and token.st_gid == 4242  # 0600 widened by fsGroup
     ca = os.stat(Path(mounted["kube-api-access"].host_path) / "ca.crt")
     assert stat.S_IMODE(ca.st_mode) == 0o644
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving files to another user needs root")
+async def test_projected_token_belongs_to_the_pods_common_user(tmp_path: Path) -> None:
+    volumes = manager(tmp_path, objects=Store(), tokens=Tokens())
+    p = pod([KUBE_API_ACCESS], spec={"securityContext": {"runAsUser": 1234}})
+    mounted = await volumes.mount_pod(p)
+    root = Path(mounted["kube-api-access"].host_path)
+    token = os.stat(root / "token")
+    assert (token.st_uid, stat.S_IMODE(token.st_mode)) == (1234, 0o600)  # Go's FsUser
+    assert os.stat(root / "ca.crt").st_uid == 0
+    mixed = pod(
+        [KUBE_API_ACCESS],
+        spec={"securityContext": {"runAsUser": 1234}, "initContainers": [
+            {"name": "init", "image": "busybox", "securityContext": {"runAsUser": 5}}
+        ]},
+        metadata={"uid": "uid-2"},
+    )  # fmt: skip
+    mounted = await volumes.mount_pod(mixed)
+    token = os.stat(Path(mounted["kube-api-access"].host_path) / "token")
+    assert (token.st_uid, stat.S_IMODE(token.st_mode)) == (0, 0o644)  # no common user: the default
 
 
 async def test_standalone_token_projection_fails_the_volume(tmp_path: Path) -> None:
