@@ -273,24 +273,37 @@ def pod_field_value(
 # --- the environment -----------------------------------------------------------------------------
 
 
-def _config_map(
-    store: ObjectStore, namespace: str, name: str, cache: dict[str, ConfigMap]
-) -> ConfigMap | None:
-    if name not in cache:
-        found = store.get_config_map(namespace, name)
-        if found is None:
-            return None
-        cache[name] = found
-    return cache[name]
+@attrs.define
+class _EnvObjects:
+    """The ConfigMaps and Secrets one container's environment reads, each looked up once, as string
+    data (secret values decoded as UTF-8, invalid bytes replaced)."""
 
+    store: ObjectStore
+    namespace: str
+    _seen: dict[tuple[str, str], Mapping[str, str]] = attrs.Factory(dict)
 
-def _secret(store: ObjectStore, namespace: str, name: str, cache: dict[str, Secret]) -> Secret | None:
-    if name not in cache:
-        found = store.get_secret(namespace, name)
-        if found is None:
-            return None
-        cache[name] = found
-    return cache[name]
+    def data(self, kind: str, name: str) -> Mapping[str, str] | None:
+        """``kind`` is "configmap" or "secret"; None when the object does not exist."""
+        key = (kind, name)
+        if key not in self._seen:
+            if kind == "configmap":
+                config_map = self.store.get_config_map(self.namespace, name)
+                if config_map is None:
+                    return None
+                self._seen[key] = config_map.data
+            else:
+                secret = self.store.get_secret(self.namespace, name)
+                if secret is None:
+                    return None
+                self._seen[key] = {k: v.decode("utf-8", "replace") for k, v in secret.data.items()}
+        return self._seen[key]
+
+    def not_found(self, kind: str, name: str | None) -> EnvError:
+        return EnvError(f'{kind} "{name}" not found (namespace {self.namespace})')
+
+    def key_missing(self, kind: str, name: str | None, key: str | None) -> EnvError:
+        title = "ConfigMap" if kind == "configmap" else "Secret"
+        return EnvError(f"couldn't find key {key} in {title} {self.namespace}/{name}")
 
 
 def make_environment_variables(
@@ -308,30 +321,25 @@ def make_environment_variables(
     Service links are not generated (there is no service lister).
     """
     namespace = pod.namespace
-    config_maps: dict[str, ConfigMap] = {}
-    secrets: dict[str, Secret] = {}
+    objects_read = _EnvObjects(objects, namespace)
     env: dict[str, str] = {}
 
     for source in container.env_from or ():
+        kind, ref = (
+            ("configmap", source.config_map_ref)
+            if source.config_map_ref is not None
+            else ("secret", source.secret_ref)
+        )
+        if ref is None:
+            continue
+        data = objects_read.data(kind, ref.name or "")
+        if data is None:
+            if ref.optional:
+                continue
+            raise objects_read.not_found(kind, ref.name)
         prefix = source.prefix or ""
-        if source.config_map_ref is not None:
-            ref = source.config_map_ref
-            found = _config_map(objects, namespace, ref.name or "", config_maps)
-            if found is None:
-                if ref.optional:
-                    continue
-                raise EnvError(f'configmap "{ref.name}" not found (namespace {namespace})')
-            for key, value in found.data.items():
-                env[prefix + key] = value
-        elif source.secret_ref is not None:
-            sref = source.secret_ref
-            secret = _secret(objects, namespace, sref.name or "", secrets)
-            if secret is None:
-                if sref.optional:
-                    continue
-                raise EnvError(f'secret "{sref.name}" not found (namespace {namespace})')
-            for key, raw in secret.data.items():
-                env[prefix + key] = raw.decode("utf-8", "replace")
+        for key, value in data.items():
+            env[prefix + key] = value
 
     mapping = mapping_for(env)
     for var in container.env or ():
@@ -348,29 +356,22 @@ def make_environment_variables(
                     value = container_resource_value(source.resource_field_ref, pod, container, allocatable)
                 except ValueError as err:
                     raise EnvError(str(err)) from err
-            elif source.config_map_key_ref is not None:
-                key_ref = source.config_map_key_ref
-                found = _config_map(objects, namespace, key_ref.name or "", config_maps)
-                if found is None:
-                    if key_ref.optional:
-                        continue
-                    raise EnvError(f'configmap "{key_ref.name}" not found (namespace {namespace})')
-                if (key_ref.key or "") not in found.data:
-                    if key_ref.optional:
-                        continue
-                    raise EnvError(f"couldn't find key {key_ref.key} in ConfigMap {namespace}/{key_ref.name}")
-                value = found.data[key_ref.key or ""]
-            elif source.secret_key_ref is not None:
-                skey = source.secret_key_ref
-                secret = _secret(objects, namespace, skey.name or "", secrets)
-                if secret is None:
-                    if skey.optional:
-                        continue
-                    raise EnvError(f'secret "{skey.name}" not found (namespace {namespace})')
-                if (skey.key or "") not in secret.data:
-                    if skey.optional:
-                        continue
-                    raise EnvError(f"couldn't find key {skey.key} in Secret {namespace}/{skey.name}")
-                value = secret.data[skey.key or ""].decode("utf-8", "replace")
+            else:
+                kind, key_ref = (
+                    ("configmap", source.config_map_key_ref)
+                    if source.config_map_key_ref is not None
+                    else ("secret", source.secret_key_ref)
+                )
+                if key_ref is not None:
+                    data = objects_read.data(kind, key_ref.name or "")
+                    if data is None:
+                        if key_ref.optional:
+                            continue
+                        raise objects_read.not_found(kind, key_ref.name)
+                    if (key_ref.key or "") not in data:
+                        if key_ref.optional:
+                            continue
+                        raise objects_read.key_missing(kind, key_ref.name, key_ref.key)
+                    value = data[key_ref.key or ""]
         env[name] = value
     return list(env.items())
