@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 import attrs
 import trio
 
+from kubelet_trio.client.backoff import DoublingBackoff
 from kubelet_trio.client.client import ApiClient
 from kubelet_trio.client.errors import ApiClientError, Gone, StatusError
 from kubelet_trio.client.watch import WatchEvent
@@ -72,19 +73,18 @@ async def list_and_watch(
     """The reflector loop: ``relist()`` (retried with backoff), then watch ``path`` with
     ``watch_params()`` (the selector and the resourceVersion to go on from), feeding each stream to
     ``consume``, until the server says Gone; then relist. ``on_error`` hears of every failure."""
-    backoff = BACKOFF_INITIAL
+    backoff = DoublingBackoff(BACKOFF_INITIAL, BACKOFF_MAX, rng)
     while True:
         try:
             await relist()
         except ApiClientError as err:
             if on_error is not None:
                 on_error(err)
-            delay = backoff * (1 + rng.random())
+            delay = backoff.next()
             logger.warning("listing %s failed, retrying in %.1fs error=%s", what, delay, err)
             await trio.sleep(delay)
-            backoff = min(backoff * 2, BACKOFF_MAX)
             continue
-        backoff = BACKOFF_INITIAL
+        backoff.reset()
         await _watch_until_gone(client, path, what, watch_params, consume, rng, min_watch_timeout, on_error)
         logger.info("watch of %s expired (410 Gone), relisting", what)
 
@@ -102,7 +102,7 @@ async def _watch_until_gone(
     """Watch, re-watching from the last resourceVersion, until the server says it is too old. A stream
     the server ends within a second counts as a failure (client-go's "very short watch"), so a server
     or proxy that closes watches at once is not hammered."""
-    backoff = BACKOFF_INITIAL
+    backoff = DoublingBackoff(BACKOFF_INITIAL, BACKOFF_MAX, rng)
     while True:
         timeout = min_watch_timeout * (1 + rng.random())
         params = {**watch_params(), "allowWatchBookmarks": "true", "timeoutSeconds": str(int(timeout))}
@@ -113,16 +113,15 @@ async def _watch_until_gone(
                     await consume(events)
             if trio.current_time() - started < SHORT_WATCH:
                 raise WatchFailed("very short watch: the server ended it at once")
-            backoff = BACKOFF_INITIAL
+            backoff.reset()
         except Gone:
             return
         except (ApiClientError, WatchFailed) as err:
             if on_error is not None:
                 on_error(err)
-            delay = backoff * (1 + rng.random())
+            delay = backoff.next()
             logger.warning("watch of %s failed, re-watching in %.1fs error=%s", what, delay, err)
             await trio.sleep(delay)
-            backoff = min(backoff * 2, BACKOFF_MAX)
 
 
 @attrs.define(eq=False)

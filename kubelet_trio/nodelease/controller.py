@@ -21,6 +21,7 @@ import trio
 import trio_util
 
 from kubelet_trio.client import ApiClient, ApiClientError, Conflict, NotFound
+from kubelet_trio.client.backoff import DoublingBackoff
 from kubelet_trio.clock import WallClock
 
 __all__ = ["LEASE_NAMESPACE", "NodeLeaseController", "micro_time"]
@@ -85,7 +86,7 @@ class NodeLeaseController:
 
     async def _ensure(self) -> None:
         """GET the Lease, creating it when missing; retry with backoff until one exists."""
-        delay = ENSURE_BACKOFF_INITIAL
+        backoff = DoublingBackoff(ENSURE_BACKOFF_INITIAL, ENSURE_BACKOFF_MAX)
         while True:
             try:
                 try:
@@ -114,9 +115,9 @@ class NodeLeaseController:
                 await self._renew()
                 return
             except ApiClientError as err:
+                delay = backoff.next()
                 logger.warning("failed to ensure node lease, retrying in %.1fs error=%s", delay, err)
                 await trio.sleep(delay)
-                delay = min(delay * 2, ENSURE_BACKOFF_MAX)
 
     async def _renew(self) -> None:
         assert self.lease is not None

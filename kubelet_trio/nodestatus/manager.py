@@ -23,6 +23,7 @@ import trio_util
 
 from kubelet_trio.api import rfc3339
 from kubelet_trio.client import AlreadyExists, ApiClient, ApiClientError, NotFound, merge_patch_diff
+from kubelet_trio.client.backoff import DoublingBackoff
 from kubelet_trio.clock import WallClock
 from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.fsio import RunSync, run_in_thread
@@ -180,7 +181,7 @@ class NodeStatusManager:
         )
 
     async def _register(self) -> None:
-        delay = REGISTER_BACKOFF_INITIAL
+        backoff = DoublingBackoff(REGISTER_BACKOFF_INITIAL, REGISTER_BACKOFF_MAX)
         assert self.machine is not None
         while True:
             try:
@@ -200,6 +201,7 @@ class NodeStatusManager:
                     await self.sync(force=True)
                 return
             except ApiClientError as err:
+                delay = backoff.next()
                 logger.warning(
                     "unable to register node, retrying in %.1fs node=%s error=%s",
                     delay,
@@ -207,7 +209,6 @@ class NodeStatusManager:
                     err,
                 )
                 await trio.sleep(delay)
-                delay = min(delay * 2, REGISTER_BACKOFF_MAX)
 
     async def _reconcile_existing(self, existing: dict[str, Any]) -> dict[str, Any]:
         """Set the labels and annotation the kubelet owns; leave everything else alone."""
