@@ -7,6 +7,12 @@ Checked in Go's order, the first failure deciding the reason: the OS (``kubernet
 selector and required node affinity (``NodeAffinity``), ``spec.nodeName`` (``NodeName``), host ports
 (``NodePorts``) and untolerated NoExecute taints (``TaintToleration``; static pods are exempt). A
 rejected pod is Failed for good with ``message = "Pod was rejected: <message>"``; it is never retried.
+Requests include ``spec.overhead`` (set from the pod's RuntimeClass by the API server), for the pod being
+admitted and for the pods already running, as the scheduler's fit does.
+
+A kubelet without an API server admits with :func:`admit_standalone`: it has no Node object to fit
+against, and no RuntimeClasses (``node.k8s.io``) to resolve a ``runtimeClassName`` with, so such a pod is
+rejected (``RuntimeClassNotSupported``) instead of running silently under the runtime's default handler.
 """
 
 from __future__ import annotations
@@ -20,9 +26,17 @@ from kubelet_trio.api import Pod, Quantity
 from kubelet_trio.api.container import Container
 from kubelet_trio.pod_workers import is_static
 
-__all__ = ["AdmitResult", "NodeView", "PredicateAdmitHandler", "pod_requests"]
+__all__ = [
+    "RUNTIME_CLASS_NOT_SUPPORTED",
+    "AdmitResult",
+    "NodeView",
+    "PredicateAdmitHandler",
+    "admit_standalone",
+    "pod_requests",
+]
 
 RESOURCES = ("cpu", "memory", "ephemeral-storage")
+RUNTIME_CLASS_NOT_SUPPORTED = "RuntimeClassNotSupported"
 
 
 @attrs.frozen
@@ -240,3 +254,16 @@ class PredicateAdmitHandler:
                         f"Predicate TaintToleration failed: node(s) had untolerated taint {shown}",
                     )
         return None
+
+
+def admit_standalone(pod: Pod, others: Sequence[Pod]) -> AdmitResult | None:
+    """Admission on a kubelet without an API server: only a ``runtimeClassName`` is refused (Go would
+    run the pod with the default handler, which is exactly what its author asked not to happen)."""
+    name = pod.spec.runtime_class_name if pod.spec else None
+    if not name:
+        return None
+    return AdmitResult(
+        RUNTIME_CLASS_NOT_SUPPORTED,
+        f'spec.runtimeClassName "{name}" cannot be resolved: this kubelet runs without an API server, '
+        "and RuntimeClasses (node.k8s.io/v1) come from one",
+    )

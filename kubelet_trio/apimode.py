@@ -15,8 +15,9 @@ the Kubelet's event sink), node registration and status, the node Lease, the pod
 the mirror-pod manager; it makes ConfigMaps and Secrets come from the API server
 (:class:`~kubelet_trio.apiobjects.ApiObjectStore`, fetched at the start of each pod sync, cached for
 ``object_cache_ttl``) and projected service account tokens from the TokenRequest API
-(:class:`~kubelet_trio.token.TokenManager`); and it turns on admission against the Node's allocatable
-(:mod:`kubelet_trio.admission`).
+(:class:`~kubelet_trio.token.TokenManager`); pods' ``runtimeClassName`` is resolved to a CRI runtime
+handler through an informer over RuntimeClasses (:class:`~kubelet_trio.runtimeclass.RuntimeClassManager`);
+and it turns on admission against the Node's allocatable (:mod:`kubelet_trio.admission`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from kubelet_trio.nodelease import NodeLeaseController
 from kubelet_trio.nodestatus import DEFAULT_EVICTION_HARD, MachineInfo, NodeStatusConfig, NodeStatusManager
 from kubelet_trio.pod.mirror import MirrorPodManager
 from kubelet_trio.pod_workers import is_static
+from kubelet_trio.runtimeclass import RuntimeClassManager
 from kubelet_trio.status.sync import StatusPublisher
 from kubelet_trio.token import TokenManager
 
@@ -105,6 +107,7 @@ class ApiMode:
     objects: ApiObjectStore | WatchingObjectStore
     tokens: TokenManager
     node_informer: ObjectReflector
+    runtime_classes: RuntimeClassManager
 
 
 def api_pod_source(
@@ -202,12 +205,26 @@ def attach_api_mode(
     kubelet.use_object_store(objects, objects.ensure_pod)
     tokens = TokenManager(client=client, clock=kubelet.clock)
     kubelet.volume_manager.tokens = tokens
-    kubelet.components.extend([recorder, node_status, node_informer, lease, publisher, mirrors, tokens])
+    runtime_classes = RuntimeClassManager(client)
+    kubelet.kube_runtime.runtime_classes = runtime_classes
+    kubelet.components.extend(
+        [recorder, node_status, node_informer, runtime_classes, lease, publisher, mirrors, tokens]
+    )
     if isinstance(objects, WatchingObjectStore):
         kubelet.components.append(objects)
     recorder.record_node("Normal", "Starting", "Starting kubelet.")
     return ApiMode(
-        client, source, recorder, node_status, lease, publisher, mirrors, objects, tokens, node_informer
+        client,
+        source,
+        recorder,
+        node_status,
+        lease,
+        publisher,
+        mirrors,
+        objects,
+        tokens,
+        node_informer,
+        runtime_classes,
     )
 
 

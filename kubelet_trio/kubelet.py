@@ -1,10 +1,10 @@
 """The ``Kubelet``: the nursery tree that turns desired pods into running containers and watches them.
 
 Go: ``pkg/kubelet/kubelet.go``. ``Kubelet.run`` owns every task: the PLEG relister, the pod config sources,
-the pod workers, the probe manager, the tickers and the sync loop. The sync loop is the one consumer of a
-merged event channel (config updates, PLEG events, probe result changes, the 1 s sync tick, the 2 s
-housekeeping tick) and dispatches to the pod workers; it never blocks on a pod. Cancelling ``run`` stops
-the node and leaves pods running, as the Go kubelet does.
+the pod workers, the probe manager, the container log manager, the tickers and the sync loop. The sync
+loop is the one consumer of a merged event channel (config updates, PLEG events, probe result changes, the
+1 s sync tick, the 2 s housekeeping tick) and dispatches to the pod workers; it never blocks on a pod.
+Cancelling ``run`` stops the node and leaves pods running, as the Go kubelet does.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import contextlib
 import enum
 import logging
 import math
-import socket
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
@@ -21,6 +20,7 @@ import attrs
 import trio
 import trio_util
 
+from kubelet_trio.admission import admit_standalone
 from kubelet_trio.api import Pod
 from kubelet_trio.api.status import PodStatus as ApiPodStatus
 from kubelet_trio.clock import WallClock
@@ -28,6 +28,13 @@ from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.config.types import PodOperation, PodUpdate
 from kubelet_trio.container.cache import PodCache
 from kubelet_trio.container.types import ContainerState, PodStatus, RuntimePod
+from kubelet_trio.container_log_manager import (
+    DEFAULT_MAX_FILES,
+    DEFAULT_MAX_SIZE,
+    DEFAULT_MONITOR_INTERVAL,
+    ContainerLogManager,
+    LogRotatePolicy,
+)
 from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.kuberuntime.actions import ProbeKind, ProbeResult
@@ -38,15 +45,21 @@ from kubelet_trio.kuberuntime.resources import NodeAllocatable, read_node_alloca
 from kubelet_trio.lifecycle import HandlerRunner
 from kubelet_trio.metrics import KubeletMetrics
 from kubelet_trio.network.dns import DnsConfigurer
+from kubelet_trio.nodestatus.addresses import NodeAddressError, choose_node_ip, read_host_network
 from kubelet_trio.pleg.events import PodLifecycleEvent, PodLifecycleEventType
 from kubelet_trio.pleg.generic import GenericPLEG
 from kubelet_trio.pod_workers import PodWorkers, SyncError, UpdatePodOptions, UpdateType, is_terminal_phase
 from kubelet_trio.prober import ProbeManager, ProbeUpdate
 from kubelet_trio.server.serve import serve_kubelet_http
-from kubelet_trio.status.generate import active_deadline_exceeded, generate_api_pod_status
+from kubelet_trio.status.generate import (
+    DEADLINE_EXCEEDED_REASON,
+    active_deadline_exceeded,
+    generate_api_pod_status,
+)
 from kubelet_trio.status.manager import StatusManager
 from kubelet_trio.status.qos import pod_qos
-from kubelet_trio.volumemanager import MountError, VolumeManager
+from kubelet_trio.sysctl import SysctlAllowlist
+from kubelet_trio.volumemanager import MountError, VolumeManager, make_pod_data_dirs, setup_data_dirs
 
 logger = logging.getLogger(__name__)
 
@@ -94,12 +107,19 @@ class KubeletConfig:
     authentication_cache_ttl: float = 120.0
     authorized_cache_ttl: float = 300.0
     unauthorized_cache_ttl: float = 30.0
+    streaming_connection_idle_timeout: float = 4 * 3600.0  # exec/attach/port-forward streams
     cluster_dns: tuple[str, ...] = ()  # clusterDNS: the nameservers of ClusterFirst pods
     cluster_domain: str = ""  # clusterDomain: search domains and pod FQDNs
     resolv_conf: str = "/etc/resolv.conf"  # the node's resolver file for dnsPolicy Default ("" = none)
     # secret/downwardAPI/projected volumes on tmpfs, as Go; None: when running as root (an unprivileged
     # embedding writes them to disk). Harnesses on a simulated runtime pass False.
     memory_backed_volumes: bool | None = None
+    # container log rotation (kubelet_trio.container_log_manager); a negative max size turns it off
+    container_log_max_size: int = DEFAULT_MAX_SIZE
+    container_log_max_files: int = DEFAULT_MAX_FILES
+    container_log_monitor_interval: float = DEFAULT_MONITOR_INTERVAL
+    # allowedUnsafeSysctls: sysctls (or prefixes ending in *) pods may set beyond the safe ones
+    allowed_unsafe_sysctls: tuple[str, ...] = ()
 
 
 class EventKind(enum.Enum):
@@ -117,11 +137,13 @@ class LoopEvent:
 
 
 def default_node_ips() -> tuple[str, ...]:
+    """For an embedding that passes no node IPs: the default-route interface's address (no name lookup
+    here; the daemon resolves the node name first, as Go: ``nodestatus.resolve_node_ips``)."""
     try:
-        ip = socket.gethostbyname(socket.gethostname())
-    except OSError:
-        ip = "127.0.0.1"
-    return (ip,)
+        network = read_host_network()
+        return (choose_node_ip(node_ip="", node_name="", hostname="", resolved=(), network=network),)
+    except (NodeAddressError, OSError):
+        return ("127.0.0.1",)
 
 
 @attrs.define(eq=False)
@@ -160,7 +182,8 @@ class Kubelet:
     event_sink: Callable[[Pod, str, str, str], None] | None = None
     # Admission (kubelet_trio.admission): None admits everything; else (pod, other active pods) -> a
     # rejection with .reason and .message, or None. Rejected pods are Failed for good, never started.
-    admit: Callable[[Pod, list[Pod]], Any] | None = None
+    # Standalone default: refuse runtimeClassName (no API to resolve it); API mode installs the predicates.
+    admit: Callable[[Pod, list[Pod]], Any] | None = admit_standalone
     rejected: set[str] = attrs.Factory(set)
     clock: WallClock = attrs.Factory(WallClock)
     run_sync: RunSync = run_in_thread  # small file operations (see kubelet_trio.fsio)
@@ -176,10 +199,12 @@ class Kubelet:
     object_prefetch: Callable[[Pod], Awaitable[None]] | None = None
     allocatable: NodeAllocatable | None = None  # None: the machine's CPUs and memory
     probe_manager: ProbeManager = attrs.field(init=False)
+    sysctls: SysctlAllowlist = attrs.field(init=False)
     volume_manager: VolumeManager = attrs.field(init=False)
     kube_runtime: KubeRuntimeManager = attrs.field(init=False)
     pleg: GenericPLEG = attrs.field(init=False)
     pod_workers: PodWorkers = attrs.field(init=False)
+    container_log_manager: ContainerLogManager = attrs.field(init=False)
     ready: trio_util.AsyncBool = attrs.Factory(lambda: trio_util.AsyncBool(False))
     runtime_error: str | None = None
     sync_loop_last_iteration: float = -math.inf
@@ -189,6 +214,7 @@ class Kubelet:
     def __attrs_post_init__(self) -> None:
         if not self.config.node_ips:
             self.config = attrs.evolve(self.config, node_ips=default_node_ips())
+        self.sysctls = SysctlAllowlist.build(self.config.allowed_unsafe_sysctls)
         self._build_pod_support()
         self.kube_runtime = KubeRuntimeManager(
             self.runtime,
@@ -231,6 +257,16 @@ class Kubelet:
             jitter=self.config.jitter,
             on_sync_duration=self.metrics.observe_pod_worker,
         )
+        self.container_log_manager = ContainerLogManager(
+            runtime=self.runtime,
+            policy=LogRotatePolicy(self.config.container_log_max_size, self.config.container_log_max_files),
+            monitor_interval=self.config.container_log_monitor_interval,
+            clock=self.clock,
+            run_sync=self.run_sync,
+            running_containers=lambda: (
+                c.id for p in self.pleg.pods() for c in p.containers if c.state is ContainerState.RUNNING
+            ),
+        )
 
     def _build_pod_support(self) -> None:
         """The probe manager and the volume manager (issue 6)."""
@@ -272,11 +308,13 @@ class Kubelet:
 
     async def run(self, *, task_status: trio.TaskStatus[Kubelet] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the node until cancelled; reports started once every component is up."""
+        await self.run_sync(setup_data_dirs, self.config.root_dir)  # Go: setupDataDirs, 0750
         send, receive = trio.open_memory_channel[LoopEvent](MERGED_CHANNEL_SIZE)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             await nursery.start(self._runtime_status_loop)
             nursery.start_soon(self._container_gc_loop)
+            await nursery.start(self.container_log_manager.run)
             await nursery.start(self.pleg.run)
             await nursery.start(self.pod_workers.run)
             await nursery.start(self.probe_manager.run)
@@ -428,17 +466,19 @@ class Kubelet:
         """Go ``canAdmitPod`` + ``rejectPod``: against the active pods, in creation order."""
         if pod.uid in self.rejected:
             return True
-        if self.admit is None or is_terminal_phase(pod) or self.pod_workers.is_known(pod.uid):
+        if is_terminal_phase(pod) or self.pod_workers.is_known(pod.uid):
             return False
-        active = [
-            p
-            for p in self.pod_manager.pods()
-            if p.uid != pod.uid
-            and p.uid not in self.rejected
-            and self.pod_workers.is_known(p.uid)
-            and not self.pod_workers.is_termination_requested(p.uid)
-        ]
-        rejection = self.admit(pod, active)
+        rejection = self.sysctls.admit(pod)  # Go asks the sysctl allowlist before the predicates
+        if rejection is None and self.admit is not None:
+            active = [
+                p
+                for p in self.pod_manager.pods()
+                if p.uid != pod.uid
+                and p.uid not in self.rejected
+                and self.pod_workers.is_known(p.uid)
+                and not self.pod_workers.is_termination_requested(p.uid)
+            ]
+            rejection = self.admit(pod, active)
         if rejection is None:
             return False
         self.rejected.add(pod.uid)
@@ -601,7 +641,12 @@ class Kubelet:
         )
 
     async def sync_pod(self, update_type: UpdateType, pod: Pod, status: PodStatus) -> bool:
+        previous = self.status_manager.get(pod.uid)
         api_status = self.generate_status(pod, status)  # applies activeDeadlineSeconds too
+        deadline_passed = api_status.reason == DEADLINE_EXCEEDED_REASON
+        if deadline_passed and (previous is None or previous.reason != DEADLINE_EXCEEDED_REASON):
+            # Go's active deadline handler records it when it fails the pod
+            self.record_event(pod, "Normal", DEADLINE_EXCEEDED_REASON, api_status.message or "")
         self.status_manager.set_pod_status(pod, api_status)
         if api_status.phase in ("Succeeded", "Failed"):
             return True
@@ -615,6 +660,12 @@ class Kubelet:
                     pod.name,
                     pod.uid,
                 )
+        try:  # Go: makePodDataDirs, 0750, so no other local user reaches the pod's files
+            await self.run_sync(make_pod_data_dirs, self.config.root_dir, pod.uid)
+        except OSError as err:
+            message = f"error making pod data directories: {err}"
+            self.record_event(pod, "Warning", "Failed", message)
+            raise SyncError(message) from err
         try:  # Go: WaitForAttachAndMount; FailedMount events come from the volume manager
             await self.volume_manager.mount_pod(pod)
         except MountError as err:

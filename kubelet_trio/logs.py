@@ -153,5 +153,4 @@ def configure_logging(
     root.setLevel(logging.WARNING)
     ours = level if level is not None else level_for(verbosity)
     logging.getLogger("kubelet_trio").setLevel(ours)
-    logging.getLogger("hypercorn.error").setLevel(max(ours, logging.INFO))
     return handler

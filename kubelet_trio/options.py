@@ -33,6 +33,7 @@ import yaml
 from kubelet_trio.api import Quantity
 from kubelet_trio.config.http import parse_manifest_url_headers
 from kubelet_trio.nodestatus.setters import DEFAULT_EVICTION_HARD
+from kubelet_trio.sysctl import SysctlAllowlist
 
 __all__ = [
     "CONFIG_API_VERSION",
@@ -137,6 +138,31 @@ def _port(value: Any, from_file: bool) -> int:
     if not 0 <= number <= 65535:
         raise ValueError("expected a port number 0-65535 (0 = disabled)")
     return number
+
+
+def _log_max_size(value: Any, from_file: bool) -> str:
+    """containerLogMaxSize: a quantity string (``10Mi``); negative turns rotation off, as in Go."""
+    if not isinstance(value, str):
+        raise ValueError('expected a quantity string such as "10Mi"')
+    try:
+        Quantity(value).int_value()
+    except ValueError:
+        raise ValueError("expected a quantity such as 10Mi or 500Ki") from None
+    return value
+
+
+def _log_max_files(value: Any, from_file: bool) -> int:
+    number = _int(value, from_file)
+    if number < 2:
+        raise ValueError("must be at least 2 (the current file and one rotated file)")
+    return number
+
+
+def _log_monitor_interval(value: Any, from_file: bool) -> float:
+    seconds = _duration(value, from_file)
+    if seconds < 3:
+        raise ValueError("must be at least 3s")
+    return seconds
 
 
 def _verbosity(value: Any, from_file: bool) -> int:
@@ -284,6 +310,21 @@ def _eviction(value: Any, from_file: bool) -> dict[str, str]:
         except ValueError:
             raise ValueError(f"{signal}: {threshold!r} is not a quantity or a percentage") from None
     return thresholds
+
+
+def _sysctl_patterns(value: Any, from_file: bool) -> tuple[str, ...]:
+    """allowedUnsafeSysctls: a list of names or prefixes ending in ``*``; flags: comma-separated
+    (repeatable). Each must be a sysctl the kernel namespaces."""
+    if from_file:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError("expected a list of sysctl names or patterns")
+        patterns = [str(v) for v in value]
+    else:
+        items = value if isinstance(value, list) else [value]
+        patterns = [pattern for item in items for pattern in str(item).split(",")]
+    patterns = [p.strip() for p in patterns if p.strip()]
+    SysctlAllowlist.build(patterns)  # raises ValueError naming the pattern
+    return tuple(patterns)
 
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -479,7 +520,8 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         _ip,
         "",
-        "the node's IP address, reported as hostIP (default: the hostname's address)",
+        "the node's IP address, reported as InternalIP and hostIP (default: a non-loopback address of the "
+        "node name, else the default-route interface's; 0.0.0.0 or :: only picks the preferred family)",
         G_NODE,
         "IP",
     ),
@@ -534,6 +576,47 @@ SETTINGS: tuple[Setting, ...] = (
         "the most pods this node runs (enforced at admission)",
         G_NODE,
         "N",
+    ),
+    Setting(
+        "allowed_unsafe_sysctls",
+        "--allowed-unsafe-sysctls",
+        "allowedUnsafeSysctls",
+        _sysctl_patterns,
+        (),
+        "sysctls (or prefixes ending in *, e.g. kernel.msg*,net.core.somaxconn) pods may set beyond the safe"
+        " ones; each must be namespaced (repeatable)",
+        G_NODE,
+        "SYSCTLS",
+        repeatable=True,
+    ),
+    Setting(
+        "container_log_max_size",
+        "--container-log-max-size",
+        "containerLogMaxSize",
+        _log_max_size,
+        "10Mi",
+        "size (a quantity such as 10Mi) at which a container's log file is rotated (negative: never)",
+        G_NODE,
+        "SIZE",
+    ),
+    Setting(
+        "container_log_max_files",
+        "--container-log-max-files",
+        "containerLogMaxFiles",
+        _log_max_files,
+        5,
+        "the most log files kept per container, the current one included (at least 2)",
+        G_NODE,
+        "N",
+    ),
+    Setting(
+        "container_log_monitor_interval",
+        None,
+        "containerLogMonitorInterval",
+        _log_monitor_interval,
+        10.0,
+        "how often container log sizes are checked for rotation (at least 3s)",
+        G_NODE,
     ),
     # API server mode
     Setting(
@@ -793,6 +876,16 @@ SETTINGS: tuple[Setting, ...] = (
         G_HTTP,
         "DURATION",
     ),
+    Setting(
+        "streaming_connection_idle_timeout",
+        "--streaming-connection-idle-timeout",
+        "streamingConnectionIdleTimeout",
+        _duration,
+        4 * 3600.0,
+        "close exec/attach/port-forward streams after this long without traffic",
+        G_HTTP,
+        "DURATION",
+    ),
     # run-once
     Setting(
         "runonce",
@@ -895,6 +988,10 @@ class KubeletOptions:
     pod_logs_dir: str = "/var/log/pods"
     sync_frequency: float = 60.0
     max_pods: int = 110
+    allowed_unsafe_sysctls: tuple[str, ...] = ()
+    container_log_max_size: str = "10Mi"  # a quantity; see container_log_max_bytes
+    container_log_max_files: int = 5
+    container_log_monitor_interval: float = 10.0
     kube_api_qps: float = 50.0
     kube_api_burst: int = 100
     register_node: bool = True
@@ -917,6 +1014,7 @@ class KubeletOptions:
     anonymous_auth: bool = False
     authentication_token_webhook: bool = False
     authentication_token_webhook_cache_ttl: float = 120.0
+    streaming_connection_idle_timeout: float = 4 * 3600.0
     authorization_mode: str = "AlwaysAllow"
     authorization_webhook_cache_authorized_ttl: float = 300.0
     authorization_webhook_cache_unauthorized_ttl: float = 30.0
@@ -928,6 +1026,10 @@ class KubeletOptions:
     verbosity: int = 0
     log_format: str = "text"
     explicit: frozenset[str] = frozenset()
+
+    @property
+    def container_log_max_bytes(self) -> int:
+        return Quantity(self.container_log_max_size).int_value()
 
     @property
     def node_name(self) -> str:
@@ -945,7 +1047,7 @@ def _show_default(setting: Setting) -> str:
         return f" (default {','.join(f'{k}<{v}' for k, v in value.items())})"
     if isinstance(value, bool):
         return f" (default {str(value).lower()})"
-    if setting.parse in (_duration, _positive_duration):
+    if setting.parse in (_duration, _positive_duration, _log_monitor_interval):
         from kubelet_trio.clock import go_duration
 
         return f" (default {go_duration(value)})"

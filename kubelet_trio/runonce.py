@@ -35,7 +35,7 @@ import trio_util
 from kubelet_trio.api import ManifestError, Pod, parse_manifest
 from kubelet_trio.api.status import PodStatus as ApiPodStatus
 from kubelet_trio.clock import WallClock, go_duration
-from kubelet_trio.config.http import HTTP_TIMEOUT
+from kubelet_trio.config.http import HTTP_TIMEOUT, ManifestFetchError, fetch_manifest_body
 from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.config.static import make_static_pod
 from kubelet_trio.config.types import HTTP_SOURCE, SourceSet
@@ -90,17 +90,17 @@ async def fetch_manifest_url(
     try:
         async with httpx.AsyncClient(transport=transport, timeout=None, follow_redirects=True) as client:
             with trio.fail_after(HTTP_TIMEOUT):
-                response = await client.get(url, headers=pairs)
-    except (httpx.HTTPError, trio.TooSlowError) as err:
+                body = await fetch_manifest_body(client, url, pairs)  # at most 10 MiB
+    except (httpx.HTTPError, trio.TooSlowError, ManifestFetchError) as err:
         reason = f"no response within {HTTP_TIMEOUT:g}s" if isinstance(err, trio.TooSlowError) else str(err)
         return (), (ManifestError(url, 0, (), f"cannot fetch: {reason or type(err).__name__}"),)
-    if response.status_code != 200:
-        return (), (ManifestError(url, 0, (), f"cannot fetch: HTTP status {response.status_code}"),)
+    except ManifestError as err:
+        return (), (err,)
 
     def prepare(pod: Pod) -> Pod:
         return make_static_pod(pod, node_name=node_name, source=HTTP_SOURCE, origin=f"url:{url}")
 
-    result = parse_manifest(response.content, file=url, allow_lists=True, prepare=prepare)
+    result = parse_manifest(body, file=url, allow_lists=True, prepare=prepare)
     return tuple(result.pods), tuple(result.errors)
 
 

@@ -3,7 +3,9 @@
 Targets: ``sim`` (SimRuntime in-process), ``sim-cri`` (SimRuntime served by ``kubelet-trio sim-cri`` in a
 subprocess, reached with CriRuntime) and ``containerd`` (a private containerd provisioned for the run).
 In CI (``CI=true``) the containerd tier must run: a missing prerequisite fails instead of skipping, and any
-skipped ``containerd`` test fails the session.
+skipped ``containerd`` test fails the session. The same holds for the tiers on a real kube-apiserver
+(``tests/envtest``, ``tests/conformance``) whenever their binaries are present
+(``kubelet_trio.testing.envtest.assets``); without them they skip with the way to build them.
 """
 
 from __future__ import annotations
@@ -18,10 +20,15 @@ from collections.abc import Iterator
 import pytest
 
 from kubelet_trio.testing.env import LocalCriEnvironment, missing_prerequisites
+from kubelet_trio.testing.envtest import assets as envtest_assets
 
 IN_CI = os.environ.get("CI") == "true"
 _skipped_containerd: list[str] = []
 _contract: dict[str, Counter[str]] = {}  # contract target -> outcome counts, for the closing summary
+#: tiers on a real kube-apiserver: test directory -> tier name
+API_SERVER_TIERS = {"tests/envtest/": "envtest", "tests/conformance/": "conformance"}
+_tiers: dict[str, Counter[str]] = {}  # tier -> outcome counts
+_skipped_api_server: list[str] = []
 
 
 @pytest.fixture(scope="session")
@@ -68,6 +75,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if "tests/contract/" in report.nodeid and (report.when == "call" or report.outcome != "passed"):
         target = report.nodeid.rsplit("[", 1)[-1].rstrip("]")
         _contract.setdefault(target, Counter())[report.outcome] += 1
+    for prefix, tier in API_SERVER_TIERS.items():
+        if report.nodeid.startswith(prefix) and (report.when == "call" or report.outcome != "passed"):
+            _tiers.setdefault(tier, Counter())[report.outcome] += 1
+            if report.skipped:
+                _skipped_api_server.append(report.nodeid)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -77,11 +89,26 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         for target in sorted(_contract):
             counts = ", ".join(f"{n} {outcome}" for outcome, n in sorted(_contract[target].items()))
             terminalreporter.write_line(f"{target}: {counts}")
+    if _tiers:
+        line = "; ".join(
+            f"{tier}: " + ", ".join(f"{n} {outcome}" for outcome, n in sorted(_tiers[tier].items()))
+            for tier in sorted(_tiers)
+        )
+        terminalreporter.write_sep("-", f"real kube-apiserver tiers: {line}")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if IN_CI and _skipped_containerd:
         print(f"\nCI=true but {len(_skipped_containerd)} containerd test(s) were skipped:", file=sys.stderr)
         for nodeid in _skipped_containerd:
+            print(f"  {nodeid}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if IN_CI and _skipped_api_server and envtest_assets() is not None:
+        print(
+            f"\nCI=true with kube-apiserver present but {len(_skipped_api_server)} envtest/conformance"
+            " test(s) were skipped:",
+            file=sys.stderr,
+        )
+        for nodeid in _skipped_api_server:
             print(f"  {nodeid}", file=sys.stderr)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

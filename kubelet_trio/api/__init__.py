@@ -12,6 +12,7 @@ from kubelet_trio.api.container import (
     EnvFromSource,
     EnvVar,
     EnvVarSource,
+    EphemeralContainer,
     ExecAction,
     GRPCAction,
     HTTPGetAction,
@@ -58,6 +59,7 @@ from kubelet_trio.api.pod import (
     PodReadinessGate,
     PodSecurityContext,
     PodSpec,
+    Sysctl,
     Toleration,
 )
 from kubelet_trio.api.quantity import Quantity, QuantityFormat
@@ -115,6 +117,7 @@ __all__ = [
     "EnvFromSource",
     "EnvVar",
     "EnvVarSource",
+    "EphemeralContainer",
     "ExecAction",
     "FieldError",
     "FieldPath",
@@ -158,6 +161,7 @@ __all__ = [
     "SecurityContext",
     "ServiceAccountTokenProjection",
     "SleepAction",
+    "Sysctl",
     "TCPSocketAction",
     "Toleration",
     "Volume",

@@ -16,6 +16,7 @@ __all__ = [
     "EnvFromSource",
     "EnvVar",
     "EnvVarSource",
+    "EphemeralContainer",
     "ExecAction",
     "GRPCAction",
     "HTTPGetAction",
@@ -244,3 +245,12 @@ class Container(Model):
     def is_sidecar(self) -> bool:
         """True for an init container with ``restartPolicy: Always`` (a restartable sidecar)."""
         return self.restart_policy == "Always"
+
+
+@model
+class EphemeralContainer(Container):
+    """A container added to a running pod through the ``ephemeralcontainers`` subresource (debugging):
+    never restarted, and without ports, probes, lifecycle hooks or resources. ``targetContainerName``
+    names the container whose process namespace it joins (when the runtime supports it)."""
+
+    target_container_name: str | None = field()

@@ -49,6 +49,7 @@ DEFAULT_TOKEN_EXPIRATION_SECONDS = 3600
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 
 T = TypeVar("T")
+C = TypeVar("C", bound=Container)
 
 
 def _map(items: tuple[T, ...] | None, fn: Callable[[T], T]) -> tuple[T, ...] | None:
@@ -120,7 +121,7 @@ def _default_field_selector(selector: ObjectFieldSelector | None) -> ObjectField
     return attrs.evolve(selector, api_version=selector.api_version or "v1")
 
 
-def default_container(container: Container, *, host_network: bool = False) -> Container:
+def default_container(container: C, *, host_network: bool = False) -> C:
     def port(p: ContainerPort) -> ContainerPort:
         host_port = p.host_port
         if host_network and not host_port:
@@ -203,6 +204,7 @@ def _default_spec(spec: PodSpec) -> PodSpec:
         spec,
         containers=_map(spec.containers, lambda c: default_container(c, host_network=host_network)),
         init_containers=_map(spec.init_containers, lambda c: default_container(c, host_network=host_network)),
+        ephemeral_containers=_map(spec.ephemeral_containers, default_container),
         volumes=_map(spec.volumes, _default_volume),
         restart_policy=spec.restart_policy or "Always",
         dns_policy=spec.dns_policy or "ClusterFirst",

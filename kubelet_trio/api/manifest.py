@@ -30,11 +30,13 @@ __all__ = [
     "Document",
     "ManifestResult",
     "load_documents",
+    "manifest_too_large",
     "parse_manifest",
+    "read_manifest_bytes",
     "read_manifest_file",
 ]
 
-#: Upstream ``maxConfigLength``: larger files are refused, not truncated.
+#: Upstream ``maxConfigLength``: larger files and URL bodies are refused, not truncated.
 MAX_MANIFEST_BYTES = 10 * 1024 * 1024
 #: Guard against alias bombs: a document may not expand to more values than this.
 MAX_VALUES_PER_DOCUMENT = 1_000_000
@@ -208,12 +210,31 @@ def _json_document(text: str, file: str) -> Document:
     return Document(file, 0, data, first_line, lines)
 
 
+def manifest_too_large(file: str) -> ManifestError:
+    """The error for a manifest file or URL body over :data:`MAX_MANIFEST_BYTES`."""
+    limit = f"{MAX_MANIFEST_BYTES // 2**20} MiB limit ({MAX_MANIFEST_BYTES} bytes)"
+    return ManifestError(file, 1, (), f"manifest is larger than the {limit}; refused")
+
+
+def read_manifest_bytes(path: str) -> bytes:
+    """A manifest file's bytes; one over the limit is refused by its size alone, or after reading one byte
+    past the limit for what has no size (``/dev/stdin``, a FIFO). Blocking; raises OSError and
+    :class:`ManifestError`."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size > MAX_MANIFEST_BYTES:
+            raise manifest_too_large(path)
+        content = f.read(MAX_MANIFEST_BYTES + 1)
+    if len(content) > MAX_MANIFEST_BYTES:
+        raise manifest_too_large(path)
+    return content
+
+
 def load_documents(content: bytes | str, *, file: str) -> list[Document]:
     """Split a manifest into documents. JSON (content starting with ``{``) is read as one document;
     anything else as (multi-document) YAML. Raises :class:`ManifestError` on a syntax error."""
     if isinstance(content, bytes):
         if len(content) > MAX_MANIFEST_BYTES:
-            raise ManifestError(file, 1, (), f"manifest is larger than {MAX_MANIFEST_BYTES} bytes")
+            raise manifest_too_large(file)
         try:
             text = content.decode("utf-8-sig")
         except UnicodeDecodeError as err:
@@ -319,8 +340,9 @@ def read_manifest_file(
     """Read and :func:`parse_manifest` one file (blocking; call through ``trio.to_thread`` from async)."""
     name = os.fspath(path)
     try:
-        with open(name, "rb") as f:
-            content = f.read(MAX_MANIFEST_BYTES + 1)
+        content = read_manifest_bytes(name)
+    except ManifestError as err:
+        return ManifestResult(errors=(err,))
     except OSError as err:
         return ManifestResult(errors=(ManifestError(name, 1, (), f"cannot read: {err.strerror or err}"),))
     return parse_manifest(content, file=name, prepare=prepare)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubelet_trio.api.container import Container
+from kubelet_trio.api.container import Container, EphemeralContainer
 from kubelet_trio.api.meta import ObjectMeta
 from kubelet_trio.api.serialize import Model, field, model
 from kubelet_trio.api.status import PodStatus
@@ -19,6 +19,7 @@ __all__ = [
     "PodReadinessGate",
     "PodSecurityContext",
     "PodSpec",
+    "Sysctl",
     "Toleration",
 ]
 
@@ -57,6 +58,12 @@ class PodReadinessGate(Model):
 
 
 @model
+class Sysctl(Model):
+    name: str | None = field()
+    value: str | None = field()
+
+
+@model
 class PodSecurityContext(Model):
     run_as_user: int | None = field()
     run_as_group: int | None = field()
@@ -64,7 +71,7 @@ class PodSecurityContext(Model):
     fs_group: int | None = field()
     fs_group_change_policy: str | None = field()
     supplemental_groups: tuple[int, ...] | None = field()
-    sysctls: Any = field()
+    sysctls: tuple[Sysctl, ...] | None = field()
     se_linux_options: Any = field()
     seccomp_profile: Any = field()
     app_armor_profile: Any = field()
@@ -75,7 +82,7 @@ class PodSecurityContext(Model):
 class PodSpec(Model):
     containers: tuple[Container, ...] | None = field()
     init_containers: tuple[Container, ...] | None = field()
-    ephemeral_containers: Any = field()
+    ephemeral_containers: tuple[EphemeralContainer, ...] | None = field()
     restart_policy: str | None = field()
     termination_grace_period_seconds: int | None = field()
     active_deadline_seconds: int | None = field()
@@ -104,8 +111,8 @@ class PodSpec(Model):
     runtime_class_name: str | None = field()
 
     def all_containers(self) -> tuple[Container, ...]:
-        """Init containers followed by regular containers."""
-        return (self.init_containers or ()) + (self.containers or ())
+        """Init, regular and ephemeral containers (Go's ``AllContainers`` visit order)."""
+        return (self.init_containers or ()) + (self.containers or ()) + (self.ephemeral_containers or ())
 
 
 @model

@@ -104,6 +104,6 @@ class PodStatus(Model):
     start_time: str | None = field()
     init_container_statuses: tuple[ContainerStatus, ...] | None = field()
     container_statuses: tuple[ContainerStatus, ...] | None = field()
-    ephemeral_container_statuses: Any = field()
+    ephemeral_container_statuses: tuple[ContainerStatus, ...] | None = field()
     qos_class: str | None = field()
     observed_generation: int | None = field()

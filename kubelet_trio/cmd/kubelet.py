@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
+from ipaddress import ip_address
 
 import attrs
 import trio
@@ -37,8 +38,10 @@ from kubelet_trio.cri.instrumented import InstrumentedRuntime
 from kubelet_trio.cri.remote import open_cri_runtime
 from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.kubelet import Kubelet, KubeletConfig, PodSource
+from kubelet_trio.kuberuntime.resources import read_node_allocatable
 from kubelet_trio.logs import configure_logging
 from kubelet_trio.metrics import KubeletMetrics
+from kubelet_trio.nodestatus.addresses import NodeAddressError, resolve_node_ips
 from kubelet_trio.options import KubeletOptions, OptionsError, load_options
 from kubelet_trio.runonce import RunOnceSettings, fetch_manifest_url, run_once
 from kubelet_trio.runonce_report import RunOnceReport
@@ -52,12 +55,20 @@ class UsageError(Exception):
     """Reported on stderr; exit status 2."""
 
 
+def _concrete_ip(node_ip: str) -> tuple[str, ...]:
+    """``--node-ip`` as the node's IPs; none for unset or ``0.0.0.0``/``::`` (a family preference only)."""
+    return (node_ip,) if node_ip and not ip_address(node_ip).is_unspecified else ()
+
+
 def kubelet_config(options: KubeletOptions) -> KubeletConfig:
     return KubeletConfig(
         node_name=options.node_name,
         pod_logs_dir=options.pod_logs_dir,
+        container_log_max_size=options.container_log_max_bytes,
+        container_log_max_files=options.container_log_max_files,
+        container_log_monitor_interval=options.container_log_monitor_interval,
         root_dir=options.root_dir,
-        node_ips=(options.node_ip,) if options.node_ip else (),
+        node_ips=_concrete_ip(options.node_ip),
         sync_frequency=options.sync_frequency,
         healthz_port=options.healthz_port,
         healthz_bind_address=options.healthz_bind_address,
@@ -72,7 +83,9 @@ def kubelet_config(options: KubeletOptions) -> KubeletConfig:
         authentication_cache_ttl=options.authentication_token_webhook_cache_ttl,
         authorized_cache_ttl=options.authorization_webhook_cache_authorized_ttl,
         unauthorized_cache_ttl=options.authorization_webhook_cache_unauthorized_ttl,
+        streaming_connection_idle_timeout=options.streaming_connection_idle_timeout,
         address=options.address,
+        allowed_unsafe_sysctls=options.allowed_unsafe_sysctls,
     )
 
 
@@ -146,8 +159,22 @@ async def open_api(options: KubeletOptions) -> AsyncIterator[ApiClient | None]:
         yield client
 
 
+async def node_config(options: KubeletOptions) -> KubeletConfig:
+    """:func:`kubelet_config` with the node's IP chosen as Go chooses it (a name lookup, the routes)."""
+    config = kubelet_config(options)
+    if config.node_ips:
+        return config
+    try:  # the node name is the hostname here (no cloud provider)
+        ips = await resolve_node_ips(options.node_ip, options.node_name, options.node_name)
+    except NodeAddressError as err:  # Go keeps running too, without a usable address
+        logger.warning("no node IP; using the loopback address error=%s", err)
+        return attrs.evolve(config, node_ips=("127.0.0.1",))
+    return attrs.evolve(config, node_ips=ips)
+
+
 async def serve(options: KubeletOptions) -> int:
     pod_config, sources = build_sources(options)
+    config = await node_config(options)
     metrics = KubeletMetrics()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with (
@@ -158,11 +185,16 @@ async def serve(options: KubeletOptions) -> int:
             # -- API server mode (issue 7) --
             api_source = api_pod_source(client, pod_config, options.node_name) if client is not None else None
             kubelet = Kubelet(
-                kubelet_config(options),
+                config,
                 InstrumentedRuntime(runtime, metrics.observe_runtime_operation),
                 pod_config,
                 [*sources, api_source] if api_source is not None else sources,
                 metrics=metrics,
+                allocatable=read_node_allocatable(  # the downward API's defaults for unset limits
+                    options.root_dir,
+                    reserved=(options.kube_reserved, options.system_reserved),
+                    eviction_hard=options.eviction_hard,
+                ),
             )
             if client is not None and api_source is not None:
                 attach_api_mode(kubelet, client, api_source, api_mode_options(options))
@@ -208,7 +240,7 @@ async def run_once_main(options: KubeletOptions) -> int:
         max_pods=options.max_pods,
     )
     # No HTTP servers in run-once: it is over in moments and must not collide with a running daemon.
-    config = attrs.evolve(kubelet_config(options), healthz_port=0, read_only_port=0, port=0)
+    config = attrs.evolve(await node_config(options), healthz_port=0, read_only_port=0, port=0)
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

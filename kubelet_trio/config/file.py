@@ -6,10 +6,12 @@ JSON object), each a Pod - upstream accepts exactly one pod per file. The source
 at start, then again whenever it changes: re-scanning every ``check_period`` (20 s) and promptly after
 inotify reports a change (bursts are coalesced), or only periodically where inotify is unavailable.
 
-A missing path yields an empty set (so the source still becomes ready). A manifest with errors is
-logged with file, line and field path and skipped; **unlike upstream, a file that was good and becomes
-broken keeps its last good pods** (upstream drops them because the file no longer yields a pod): a
-half-written or mistyped edit must not kill a running static pod, and nothing else is disturbed.
+A missing path yields an empty set (so the source still becomes ready). A file over 10 MiB (upstream
+``maxConfigLength``) is refused by its size, without reading it, and logged once while it stays too
+large. A manifest with errors is logged with file, line and field path and skipped; **unlike upstream,
+a file that was good and becomes broken keeps its last good pods** (upstream drops them because the
+file no longer yields a pod): a half-written or mistyped edit must not kill a running static pod, and
+nothing else is disturbed.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ import attrs
 import trio
 import trio_util
 
-from kubelet_trio.api import MAX_MANIFEST_BYTES, ManifestError, Pod, parse_manifest
+from kubelet_trio.api import ManifestError, Pod, parse_manifest
+from kubelet_trio.api.manifest import read_manifest_bytes
 from kubelet_trio.config.inotify import Inotify, InotifyEvent
 from kubelet_trio.config.static import make_static_pod
 from kubelet_trio.config.types import FILE_SOURCE, SourceSet
@@ -83,11 +86,14 @@ def _list_files(path: str) -> list[str] | None:
     return files
 
 
-def _read(path: str) -> bytes | OSError:
+#: The :class:`FileState` content of a file refused for its size (its bytes are not kept).
+_TOO_LARGE = b"\0too-large"
+
+
+def _read(path: str) -> bytes | OSError | ManifestError:
     try:
-        with open(path, "rb") as f:
-            return f.read(MAX_MANIFEST_BYTES + 1)
-    except OSError as err:
+        return read_manifest_bytes(path)
+    except (OSError, ManifestError) as err:
         return err
 
 
@@ -107,13 +113,18 @@ def scan_manifest_path(path: str, node_name: str, previous: dict[str, FileState]
     for name in names:
         content = _read(name)
         before = previous.get(name)
-        if isinstance(content, OSError):
+        result_pods: tuple[Pod, ...]
+        errors: tuple[ManifestError, ...]
+        if isinstance(content, ManifestError):  # too large: reported when it becomes so
+            if before is not None and before.content == _TOO_LARGE:
+                files[name] = before
+                continue
+            result_pods, errors, content_key = (), (content,), _TOO_LARGE
+        elif isinstance(content, OSError):
             if isinstance(content, FileNotFoundError):
                 continue  # deleted between listing and reading
             error = ManifestError(name, 1, (), f"cannot read: {content.strerror or content}")
-            result_pods: tuple[Pod, ...] = ()
-            errors: tuple[ManifestError, ...] = (error,)
-            content_key = b"\0unreadable"
+            result_pods, errors, content_key = (), (error,), b"\0unreadable"
         elif before is not None and before.content == content:
             files[name] = before
             continue

@@ -2,8 +2,10 @@
 
 Every ``check_period`` (20 s) the URL is fetched (10 s timeout, ``--manifest-url-header`` headers
 sent). The body may be a Pod, a PodList or a List of pods, in YAML or JSON. A body identical to the
-previous one is a no-op. An unreachable URL, a non-200 status or a body with any error keeps the last
-good set and logs why; an empty body means "no pods" (an empty set, as upstream).
+previous one is a no-op. An unreachable URL, a non-200 status, a body over 10 MiB (upstream
+``maxConfigLength``; read in chunks and dropped as soon as it is over, or refused by its Content-Length
+before any of it is read) or a body with any error keeps the last good set and logs why; an empty body
+means "no pods" (an empty set, as upstream).
 
 The httpx transport is injectable (``transport=httpx.MockTransport(...)`` in tests).
 """
@@ -19,11 +21,19 @@ import httpx
 import trio
 import trio_util
 
-from kubelet_trio.api import Pod, parse_manifest
+from kubelet_trio.api import ManifestError, Pod, parse_manifest
+from kubelet_trio.api.manifest import MAX_MANIFEST_BYTES, manifest_too_large
 from kubelet_trio.config.static import make_static_pod
 from kubelet_trio.config.types import HTTP_SOURCE, SourceSet
 
-__all__ = ["HTTP_CHECK_FREQUENCY", "HTTP_TIMEOUT", "HttpSource", "parse_manifest_url_headers"]
+__all__ = [
+    "HTTP_CHECK_FREQUENCY",
+    "HTTP_TIMEOUT",
+    "HttpSource",
+    "ManifestFetchError",
+    "fetch_manifest_body",
+    "parse_manifest_url_headers",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +58,41 @@ def parse_manifest_url_headers(values: Sequence[str]) -> dict[str, list[str]]:
                 raise ValueError(f"malformed header pair {pair!r}, expected key:value")
             headers.setdefault(key.strip(), []).append(item.strip())
     return headers
+
+
+class ManifestFetchError(Exception):
+    """The manifest URL answered, but not with a body to parse; ``str()`` says why."""
+
+
+async def fetch_manifest_body(
+    client: httpx.AsyncClient, url: str, headers: Sequence[tuple[str, str]] = ()
+) -> bytes:
+    """The body of a 200 answer to ``GET url``, never more than :data:`MAX_MANIFEST_BYTES` of it in memory.
+
+    Raises :class:`ManifestFetchError` for another status, :class:`ManifestError` (naming the URL and the
+    limit) for a body over the limit; httpx errors pass through. The caller bounds it in time.
+    """
+    async with client.stream("GET", url, headers=headers) as response:
+        if response.status_code != 200:
+            raise ManifestFetchError(f"HTTP status {response.status_code}")
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_MANIFEST_BYTES:
+            raise manifest_too_large(url)
+        chunks: list[bytes] = []
+        size = 0
+        # Leaving the loop at a chunk would abandon httpx's nested async generators half-way; a
+        # cancellation raised inside the next read unwinds (and so finishes) every one of them.
+        with trio.CancelScope() as reading:
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > MAX_MANIFEST_BYTES:
+                    reading.cancel()
+                    chunks.clear()
+                if not reading.cancel_called:
+                    chunks.append(chunk)
+        if reading.cancel_called:
+            raise manifest_too_large(url)
+    return b"".join(chunks)
 
 
 @attrs.define(eq=False)
@@ -94,17 +139,19 @@ class HttpSource:
         header_pairs = [(key, value) for key, values in self.headers.items() for value in values]
         try:
             with trio.fail_after(HTTP_TIMEOUT):
-                response = await client.get(self.url, headers=header_pairs)
+                body = await fetch_manifest_body(client, self.url, header_pairs)
         except trio.TooSlowError:
             self._fail(f"no response within {HTTP_TIMEOUT:g}s")
             return
         except httpx.HTTPError as err:
             self._fail(f"{type(err).__name__}: {err}")
             return
-        if response.status_code != 200:
-            self._fail(f"HTTP status {response.status_code}")
+        except ManifestFetchError as err:
+            self._fail(str(err))
             return
-        body = response.content
+        except ManifestError as err:
+            self._fail(err.message)
+            return
         if body == self._last_body:
             return
         self._last_body = body

@@ -40,7 +40,11 @@ OPERATIONS = {
     "remove_container": "remove_container",
     "list_containers": "list_containers",
     "container_status": "container_status",
+    "reopen_container_log": "reopen_container_log",
     "exec_sync": "exec_sync",
+    "exec": "exec",
+    "attach": "attach",
+    "port_forward": "port_forward",
     "container_stats": "container_stats",
     "list_container_stats": "list_container_stats",
     "update_runtime_config": "update_runtime_config",
@@ -122,10 +126,22 @@ class InstrumentedRuntime:
     async def container_status(self, container_id: str, verbose: bool = False) -> pb.ContainerStatusResponse:
         return await self._call("container_status", self.inner.container_status(container_id, verbose))
 
+    async def reopen_container_log(self, container_id: str) -> None:
+        return await self._call("reopen_container_log", self.inner.reopen_container_log(container_id))
+
     async def exec_sync(
         self, container_id: str, cmd: list[str], timeout_seconds: int = 0
     ) -> pb.ExecSyncResponse:
         return await self._call("exec_sync", self.inner.exec_sync(container_id, cmd, timeout_seconds))
+
+    async def exec(self, request: pb.ExecRequest) -> str:
+        return await self._call("exec", self.inner.exec(request))
+
+    async def attach(self, request: pb.AttachRequest) -> str:
+        return await self._call("attach", self.inner.attach(request))
+
+    async def port_forward(self, request: pb.PortForwardRequest) -> str:
+        return await self._call("port_forward", self.inner.port_forward(request))
 
     async def container_stats(self, container_id: str) -> pb.ContainerStats:
         return await self._call("container_stats", self.inner.container_stats(container_id))

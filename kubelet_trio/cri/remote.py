@@ -196,6 +196,13 @@ class CriRuntime:
             pb.ContainerStatusRequest(container_id=container_id, verbose=verbose),
         )
 
+    async def reopen_container_log(self, container_id: str) -> None:
+        await self._rt(
+            "ReopenContainerLog",
+            "reopen_container_log",
+            pb.ReopenContainerLogRequest(container_id=container_id),
+        )
+
     async def exec_sync(
         self, container_id: str, cmd: list[str], timeout_seconds: int = 0
     ) -> pb.ExecSyncResponse:
@@ -207,6 +214,15 @@ class CriRuntime:
             pb.ExecSyncRequest(container_id=container_id, cmd=list(cmd), timeout=timeout_seconds),
             limit=limit,
         )
+
+    async def exec(self, request: pb.ExecRequest) -> str:
+        return (await self._rt("Exec", "exec", request)).url
+
+    async def attach(self, request: pb.AttachRequest) -> str:
+        return (await self._rt("Attach", "attach", request)).url
+
+    async def port_forward(self, request: pb.PortForwardRequest) -> str:
+        return (await self._rt("PortForward", "port_forward", request)).url
 
     async def container_stats(self, container_id: str) -> pb.ContainerStats:
         resp = await self._rt(

@@ -62,9 +62,25 @@ class RuntimeService(Protocol):
         self, container_id: str, verbose: bool = False
     ) -> pb.ContainerStatusResponse: ...
 
+    async def reopen_container_log(self, container_id: str) -> None:
+        """Make a running container write to a new file at its log path (after the kubelet rotated it)."""
+        ...
+
     async def exec_sync(
         self, container_id: str, cmd: list[str], timeout_seconds: int = 0
     ) -> pb.ExecSyncResponse: ...
+
+    async def exec(self, request: pb.ExecRequest) -> str:
+        """Prepare a streaming exec; returns the URL of the runtime's streaming server to proxy to."""
+        ...
+
+    async def attach(self, request: pb.AttachRequest) -> str:
+        """Prepare a streaming attach; returns the streaming URL."""
+        ...
+
+    async def port_forward(self, request: pb.PortForwardRequest) -> str:
+        """Prepare a port-forward into a sandbox; returns the streaming URL."""
+        ...
 
     async def container_stats(self, container_id: str) -> pb.ContainerStats: ...
 

@@ -15,7 +15,9 @@ results (Go: ``kuberuntime_manager.go`` ``computePodActions``, ``kuberuntime_con
    ``Never``);
 4. nothing kept and nothing to start → kill the pod (sidecars cannot keep it alive).
 
-Ephemeral containers and in-place resize are not handled.
+Ephemeral containers (added to a running pod for debugging) start once, whatever the initialization
+progress, as soon as the sandbox exists; they are never restarted and never keep a pod alive. In-place
+resize is not handled.
 """
 
 from __future__ import annotations
@@ -97,6 +99,8 @@ class PodActions:
     init_containers_to_start: tuple[int, ...] = ()
     containers_to_start: tuple[int, ...] = ()
     containers_to_kill: Mapping[str, ContainerToKill] = attrs.field(factory=dict)
+    # Indices into spec.ephemeralContainers of those never started.
+    ephemeral_containers_to_start: tuple[int, ...] = ()
 
     def container_names_to_start(self, pod: Pod) -> list[str]:
         containers = (pod.spec.containers if pod.spec else None) or ()
@@ -221,6 +225,7 @@ class _Builder:
     init_to_start: list[int] = attrs.Factory(list)
     to_start: list[int] = attrs.Factory(list)
     to_kill: dict[str, ContainerToKill] = attrs.Factory(dict)
+    ephemeral_to_start: list[int] = attrs.Factory(list)
 
     def build(self) -> PodActions:
         return PodActions(
@@ -232,6 +237,7 @@ class _Builder:
             init_containers_to_start=tuple(self.init_to_start),
             containers_to_start=tuple(self.to_start),
             containers_to_kill=dict(self.to_kill),
+            ephemeral_containers_to_start=tuple(self.ephemeral_to_start),
         )
 
 
@@ -387,6 +393,13 @@ def compute_pod_actions(
             return changes.build()
         changes.to_start = to_start
         return changes.build()
+
+    # Ephemeral containers run once: started when no instance exists, whatever the init progress.
+    changes.ephemeral_to_start = [
+        i
+        for i, c in enumerate((pod.spec.ephemeral_containers if pod.spec else None) or ())
+        if status.find(c.name or "") is None
+    ]
 
     if not sidecar_path:
         last_status, next_index, done = find_next_init_container_to_run(pod, status)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 import trio
 
-from kubelet_trio.api import Container, Lifecycle, ObjectMeta, Pod, PodSpec
+from kubelet_trio.api import Container, EphemeralContainer, Lifecycle, ObjectMeta, Pod, PodSpec
 from kubelet_trio.container.types import ContainerState, ContainerStatus, PodStatus, RuntimeContainer
 from kubelet_trio.cri import errors as cri_errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
@@ -103,6 +103,8 @@ class RunContainerOptions:
     command: tuple[str, ...] | None = None  # None: the spec's (after $(VAR) expansion, when done)
     args: tuple[str, ...] | None = None
     linux_resources: pb.LinuxContainerResources | None = None  # None: from the spec, no node capacity
+    #: ``(reason, message)`` warnings about the options, recorded as events on the pod
+    warnings: tuple[tuple[str, str], ...] = ()
 
 
 RunOptionsProvider = Callable[[Pod, Container, str], Awaitable[RunContainerOptions]]
@@ -135,13 +137,14 @@ class StartContainerError(Exception):
 
 
 def _linux_container_config(
-    pod: Pod, container: Container, options: RunContainerOptions, user: ImageUser | None
+    pod: Pod, container: Container, options: RunContainerOptions, user: ImageUser | None, target_id: str
 ) -> pb.LinuxContainerConfig:
     resources = options.linux_resources
     if resources is None:
         resources = linux_container_resources(pod, container)
     return pb.LinuxContainerConfig(
-        resources=resources, security_context=linux_container_security_context(pod, container, user)
+        resources=resources,
+        security_context=linux_container_security_context(pod, container, user, target_id=target_id),
     )
 
 
@@ -154,13 +157,14 @@ def generate_container_config(
     node_name: str = "",
     options: RunContainerOptions | None = None,
     image_user: ImageUser | None = None,
+    target_id: str = "",
 ) -> pb.ContainerConfig:
     """The CRI ``ContainerConfig`` of instance ``restart_count`` of ``container``.
 
     ``image_ref`` is what ``ensure_image_exists`` returned (the runtime's image id);
     ``user_specified_image`` keeps the spec's spelling. Command and args pass through unexpanded unless
     ``options`` says otherwise. ``image_user`` is who the image runs as (used when the security context
-    sets no ``runAsUser``).
+    sets no ``runAsUser``). ``target_id``: the container whose PID namespace an ephemeral container joins.
     """
     opts = options if options is not None else RunContainerOptions(envs=_plain_envs(container))
     command = opts.command if opts.command is not None else tuple(container.command or ())
@@ -179,7 +183,7 @@ def generate_container_config(
         stdin=bool(container.stdin),
         stdin_once=bool(container.stdin_once),
         tty=bool(container.tty),
-        linux=_linux_container_config(pod, container, opts, image_user),
+        linux=_linux_container_config(pod, container, opts, image_user, target_id),
     )
 
 
@@ -262,6 +266,7 @@ class ContainerLifecycle:
                 logger.info("cannot derive restart count from logs %s dir=%s err=%s", ctx, log_dir, err)
                 restart_count = 0
 
+        target_id = self._target_id(pod, container, status)
         try:
             image_user = await self._image_user(image_ref)
             verify_run_as_non_root(pod, container, image_user)
@@ -270,6 +275,8 @@ class ContainerLifecycle:
         except Exception as err:
             self.event(pod, "Warning", "Failed", f"Error: {err}")
             raise StartContainerError(ERR_CREATE_CONTAINER_CONFIG, str(err)) from err
+        for reason, message in options.warnings:
+            self.event(pod, "Warning", reason, message)
         config = generate_container_config(
             pod,
             container,
@@ -278,6 +285,7 @@ class ContainerLifecycle:
             node_name=self.node_name,
             options=options,
             image_user=image_user,
+            target_id=target_id,
         )
 
         try:
@@ -298,6 +306,18 @@ class ContainerLifecycle:
 
         await self._post_start(pod, container, container_id)
         return container_id
+
+    def _target_id(self, pod: Pod, container: Container, status: PodStatus) -> str:
+        """The ID of an ephemeral container's ``targetContainerName`` ("" when none is named); a target
+        that has no instance is a CreateContainerConfigError (Go: ``getTargetID``)."""
+        if not isinstance(container, EphemeralContainer) or not container.target_container_name:
+            return ""
+        target = status.find(container.target_container_name)
+        if target is None:
+            message = f"unable to find target container {container.target_container_name}"
+            self.event(pod, "Warning", "Failed", f"Error: {message}")
+            raise StartContainerError(ERR_CREATE_CONTAINER_CONFIG, message)
+        return target.id
 
     async def _image_user(self, image_ref: str) -> ImageUser:
         """``getImageUser``: who the image runs as (root when it names no user)."""

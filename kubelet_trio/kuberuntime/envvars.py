@@ -299,11 +299,18 @@ class _EnvObjects:
         return self._seen[key]
 
     def not_found(self, kind: str, name: str | None) -> EnvError:
-        return EnvError(f'{kind} "{name}" not found (namespace {self.namespace})')
+        return EnvError(f'{kind} "{name}" not found')  # Go's NotFound text (the pod's namespace)
 
     def key_missing(self, kind: str, name: str | None, key: str | None) -> EnvError:
         title = "ConfigMap" if kind == "configmap" else "Secret"
         return EnvError(f"couldn't find key {key} in {title} {self.namespace}/{name}")
+
+
+#: ``IsEnvVarName``: what an ``envFrom`` key (with its prefix) must look like to become a variable.
+ENV_VAR_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+
+#: The event recorded for skipped ``envFrom`` keys.
+INVALID_ENV_NAMES_REASON = "InvalidEnvironmentVariableNames"
 
 
 def make_environment_variables(
@@ -314,9 +321,14 @@ def make_environment_variables(
     host_ips: Sequence[str] = (),
     objects: ObjectStore = NO_OBJECTS,
     allocatable: NodeAllocatable | None = None,
+    warnings: list[str] | None = None,
 ) -> list[tuple[str, str]]:
     """``makeEnvironmentVariables``: ``envFrom`` first, then ``env`` (which overrides it); a ``value``
     is expanded against the variables defined before it. Raises :class:`EnvError`.
+
+    ``envFrom`` keys that are not valid variable names are skipped, as in Go, and one message per
+    source naming them is appended to ``warnings`` (the caller records it as an
+    ``InvalidEnvironmentVariableNames`` event).
 
     Service links are not generated (there is no service lister).
     """
@@ -338,8 +350,18 @@ def make_environment_variables(
                 continue
             raise objects_read.not_found(kind, ref.name)
         prefix = source.prefix or ""
+        invalid: list[str] = []
         for key, value in data.items():
+            if ENV_VAR_NAME.fullmatch(prefix + key) is None:
+                invalid.append(prefix + key)
+                continue
             env[prefix + key] = value
+        if invalid and warnings is not None:
+            kind_name = "configMap" if kind == "configmap" else "secret"
+            warnings.append(
+                f"Keys [{', '.join(sorted(invalid))}] from the EnvFrom {kind_name} {namespace}/{ref.name} "
+                "were skipped since they are considered invalid environment variable names."
+            )
 
     mapping = mapping_for(env)
     for var in container.env or ():

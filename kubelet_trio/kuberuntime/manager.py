@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Collection
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 import trio
@@ -88,6 +88,8 @@ __all__ = [
     "ACTION_START_CONTAINER",
     "ERR_CRASH_LOOP_BACKOFF",
     "KubeRuntimeManager",
+    "RuntimeHandlerError",
+    "RuntimeHandlerResolver",
     "running_pod_from_status",
 ]
 
@@ -95,6 +97,28 @@ logger = logging.getLogger(__name__)
 
 DnsConfigProvider = Callable[["Pod"], Awaitable[pb.DnsConfig]]
 """The sandbox's DNS settings (:meth:`kubelet_trio.network.dns.DnsConfigurer.pod_dns_config`)."""
+
+#: How long a sandbox creation waits for the first listing of RuntimeClasses (an API server that is slow
+#: or down at start-up) before it fails, to be retried with the pod worker's backoff.
+RUNTIME_CLASS_SYNC_WAIT = 10.0
+
+
+class RuntimeHandlerError(Exception):
+    """The pod's RuntimeClass cannot be resolved to a runtime handler (missing, or not known yet)."""
+
+
+class RuntimeHandlerResolver(Protocol):
+    """RuntimeClass name → CRI runtime handler (Go: ``runtimeclass.Manager``; in API mode
+    :class:`kubelet_trio.runtimeclass.RuntimeClassManager`)."""
+
+    async def wait_synced(self) -> None:
+        """Return once the RuntimeClasses have been listed."""
+        ...
+
+    def lookup_runtime_handler(self, runtime_class_name: str | None) -> str:
+        """The handler ("" for no class); :class:`RuntimeHandlerError` when it cannot be told."""
+        ...
+
 
 # SyncAction
 ACTION_START_CONTAINER = "StartContainer"
@@ -198,9 +222,10 @@ class KubeRuntimeManager:
         hooks: lifecycle hook runner (postStart / preStop); None runs no hooks.
         run_options: what the kubelet adds to containers (env, mounts); the default passes plain envs.
         serialize_image_pulls: one pull at a time, like the Go kubelet's default.
-        node_hostname: hostname of host-network sandboxes (default ``node_name``).
         dns_config: the sandbox's DNS settings (servers, searches, options) per pod; None leaves them to
             the runtime's defaults.
+        runtime_classes: resolves ``spec.runtimeClassName`` to the handler RunPodSandbox is given; None
+            (no API server) runs every sandbox with the runtime's default handler.
     """
 
     _runtime: Runtime = attrs.field(alias="runtime")
@@ -213,9 +238,9 @@ class KubeRuntimeManager:
     hooks: HookRunner | None = attrs.field(default=None, kw_only=True)
     run_options: RunOptionsProvider = attrs.field(default=plain_run_options, kw_only=True)
     serialize_image_pulls: bool = attrs.field(default=True, kw_only=True)
-    node_hostname: str | None = attrs.field(default=None, kw_only=True)
     run_sync: RunSync = attrs.field(default=run_in_thread, kw_only=True)
     dns_config: DnsConfigProvider | None = attrs.field(default=None, kw_only=True)
+    runtime_classes: RuntimeHandlerResolver | None = attrs.field(default=None, kw_only=True)
 
     crash_backoff: Backoff = attrs.field(
         init=False, factory=lambda: Backoff(CONTAINER_BACKOFF_INITIAL, CONTAINER_BACKOFF_MAX)
@@ -460,7 +485,7 @@ class KubeRuntimeManager:
         if actions.create_sandbox:
             try:
                 sandbox_id = await self._create_pod_sandbox(pod, actions.attempt)
-            except (cri_errors.CriError, OSError) as err:
+            except (cri_errors.CriError, OSError, RuntimeHandlerError) as err:
                 message = f'Failed to create sandbox for pod "{format_pod(pod)}": {err}'
                 logger.warning("creating sandbox failed %s err=%s", ctx, err)
                 self._event(pod, "Warning", "FailedCreatePodSandBox", f"Failed to create pod sandbox: {err}")
@@ -487,13 +512,18 @@ class KubeRuntimeManager:
             actions.attempt,
             node_name=self.node_name,
             pod_logs_dir=self.pod_logs_dir,
-            node_hostname=self.node_hostname,
         )
 
         async def start(container: Container) -> SyncStep:
             step = await self._start(pod, container, status, sandbox_id, sandbox_config, pod_ip)
             steps.append(step)
             return step
+
+        # Ephemeral containers first, so a debugging container starts even while an init container
+        # keeps failing (they cannot be set at creation, so init containers normally ran long before).
+        ephemerals = (pod.spec.ephemeral_containers if pod.spec else None) or ()
+        for index in actions.ephemeral_containers_to_start:
+            await start(ephemerals[index])
 
         # Init containers.
         inits = (pod.spec.init_containers if pod.spec else None) or ()
@@ -515,14 +545,27 @@ class KubeRuntimeManager:
             attempt,
             node_name=self.node_name,
             pod_logs_dir=self.pod_logs_dir,
-            node_hostname=self.node_hostname,
         )
         if self.dns_config is not None:
             config.dns_config = await self.dns_config(pod)
         await self.run_sync(make_dirs, config.log_directory)
-        sandbox_id = await self._runtime.run_pod_sandbox(config)
+        handler = await self._runtime_handler(pod)
+        sandbox_id = await self._runtime.run_pod_sandbox(config, handler)
         logger.info("created sandbox %s sandbox=%s attempt=%d", _ctx(pod), sandbox_id, attempt)
         return sandbox_id
+
+    async def _runtime_handler(self, pod: Pod) -> str:
+        """The handler of the pod's RuntimeClass (Go: ``LookupRuntimeHandler`` in ``createPodSandbox``)."""
+        name = pod.spec.runtime_class_name if pod.spec else None
+        if not name or self.runtime_classes is None:
+            return ""
+        with trio.move_on_after(RUNTIME_CLASS_SYNC_WAIT):
+            await self.runtime_classes.wait_synced()
+        handler = self.runtime_classes.lookup_runtime_handler(name)
+        logger.info(
+            "running pod with runtime handler %s runtime_class=%s handler=%s", _ctx(pod), name, handler
+        )
+        return handler
 
     @staticmethod
     def crash_backoff_key(pod: Pod, container: Container) -> str:
@@ -549,8 +592,7 @@ class KubeRuntimeManager:
                 f"Back-off restarting failed container {name} in pod {format_pod(pod)}",
             )
             message = (
-                f"back-off {go_duration(delay)} restarting failed container={name} "
-                f"pod={pod.namespace}/{pod.name}"
+                f"back-off {go_duration(delay)} restarting failed container={name} pod={format_pod(pod)}"
             )
             logger.debug("back-off restarting container %s container=%s delay=%s", _ctx(pod), name, delay)
             return SyncStep(ACTION_START_CONTAINER, name, ERR_CRASH_LOOP_BACKOFF, message, finished + delay)

@@ -22,6 +22,7 @@ from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.kuberuntime.container import RunContainerOptions
 from kubelet_trio.kuberuntime.envvars import (
+    INVALID_ENV_NAMES_REASON,
     NO_OBJECTS,
     ObjectStore,
     expand_command_and_args,
@@ -138,6 +139,7 @@ class RunOptionsGenerator:
 
     async def __call__(self, pod: Pod, container: Container, pod_ip: str) -> RunContainerOptions:
         pod_ips = (pod_ip,) if pod_ip else ()
+        warnings: list[str] = []
         envs = make_environment_variables(
             pod,
             container,
@@ -145,16 +147,18 @@ class RunOptionsGenerator:
             host_ips=self.host_ips,
             objects=self.objects,
             allocatable=self.allocatable,
+            warnings=warnings,
         )
         command, args = expand_command_and_args(container, envs)
         mounts = await self.run_sync(self._mounts, pod, container, pod_ips, envs)
-        memory = self.allocatable.memory if self.allocatable is not None else 0
+        memory = self.allocatable.oom_memory_capacity if self.allocatable is not None else 0
         return RunContainerOptions(
             envs=tuple(envs),
             mounts=tuple(mounts),
             command=command,
             args=args,
             linux_resources=linux_container_resources(pod, container, memory),
+            warnings=tuple((INVALID_ENV_NAMES_REASON, message) for message in warnings),
         )
 
     def _mounts(

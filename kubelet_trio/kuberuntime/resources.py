@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import attrs
 
@@ -18,6 +18,7 @@ from kubelet_trio.status.qos import BEST_EFFORT, GUARANTEED, pod_qos
 
 __all__ = [
     "BESTEFFORT_OOM_SCORE_ADJ",
+    "DEFAULT_EVICTION_HARD",
     "GUARANTEED_OOM_SCORE_ADJ",
     "MAX_SHARES",
     "MIN_QUOTA_PERIOD",
@@ -29,7 +30,9 @@ __all__ = [
     "linux_container_resources",
     "milli_cpu_to_quota",
     "milli_cpu_to_shares",
+    "node_allocatable",
     "read_node_allocatable",
+    "read_node_capacity",
 ]
 
 logger = logging.getLogger(__name__)
@@ -46,18 +49,79 @@ SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 NODE_CRITICAL_PRIORITY_CLASS = "system-node-critical"
 
 
+#: The Go kubelet's default hard eviction thresholds (``evictionHard``); allocatable leaves them out. The
+#: same values as :data:`kubelet_trio.nodestatus.DEFAULT_EVICTION_HARD` (a test keeps them equal).
+DEFAULT_EVICTION_HARD: Mapping[str, str] = {"memory.available": "100Mi", "nodefs.available": "10%"}
+
+
 @attrs.frozen
 class NodeAllocatable:
-    """What the node offers pods: used for the OOM score of burstable containers and as the default
-    limits the downward API reports for containers without limits."""
+    """What the node offers pods (capacity less kube/system reserved and hard eviction thresholds, as in
+    the Node's ``status.allocatable``): the default limits the downward API reports for containers
+    without limits, and the size of memory-backed volumes. ``memory_capacity`` (the machine's memory)
+    scales the OOM score of burstable containers; 0 means ``memory``."""
 
     milli_cpu: int
     memory: int  # bytes
     ephemeral_storage: int = 0  # bytes; 0 = unknown
+    memory_capacity: int = 0  # bytes
+
+    @property
+    def oom_memory_capacity(self) -> int:
+        return self.memory_capacity or self.memory
 
 
-def read_node_allocatable(root_dir: str = "/") -> NodeAllocatable:
-    """The machine's CPUs and memory (``/proc/meminfo`` MemTotal); blocking, small."""
+def _eviction_reserve(threshold: str | None, capacity: int) -> int:
+    """Bytes a hard eviction threshold (a quantity or a percentage of capacity) keeps from pods."""
+    if not threshold:
+        return 0
+    if threshold.endswith("%"):
+        return int(capacity * float(threshold[:-1]) / 100)
+    return Quantity(threshold).int_value()
+
+
+def node_allocatable(
+    capacity: NodeAllocatable,
+    *,
+    reserved: Iterable[Mapping[str, str]] = (),
+    eviction_hard: Mapping[str, str] = DEFAULT_EVICTION_HARD,
+) -> NodeAllocatable:
+    """Go's allocatable (``GetNodeAllocatableReservation``): ``capacity`` less every ``reserved`` map
+    (``kubeReserved``, ``systemReserved``) and the ``memory.available`` / ``nodefs.available`` hard
+    eviction thresholds; never below 0."""
+    cpu, memory, storage = capacity.milli_cpu, capacity.memory, capacity.ephemeral_storage
+    for amounts in reserved:
+        if "cpu" in amounts:
+            cpu -= Quantity(amounts["cpu"]).milli_value()
+        if "memory" in amounts:
+            memory -= Quantity(amounts["memory"]).int_value()
+        if "ephemeral-storage" in amounts:
+            storage -= Quantity(amounts["ephemeral-storage"]).int_value()
+    memory -= _eviction_reserve(eviction_hard.get("memory.available"), capacity.memory)
+    storage -= _eviction_reserve(eviction_hard.get("nodefs.available"), capacity.ephemeral_storage)
+    return NodeAllocatable(
+        milli_cpu=max(cpu, 0),
+        memory=max(memory, 0),
+        ephemeral_storage=max(storage, 0),
+        memory_capacity=capacity.memory,
+    )
+
+
+def _fs_capacity(path: str) -> int:
+    """Size of the filesystem holding ``path`` or, before it exists, its nearest existing parent."""
+    current = os.path.abspath(path)
+    while not os.path.exists(current) and os.path.dirname(current) != current:
+        current = os.path.dirname(current)
+    try:
+        stat = os.statvfs(current)
+    except OSError:
+        return 0
+    return stat.f_blocks * stat.f_frsize
+
+
+def read_node_capacity(root_dir: str = "/") -> NodeAllocatable:
+    """The machine's CPUs, memory (``/proc/meminfo`` MemTotal) and the size of the filesystem holding
+    ``root_dir``; blocking, small."""
     memory = 0
     try:
         with open("/proc/meminfo", encoding="ascii") as meminfo:
@@ -67,13 +131,22 @@ def read_node_allocatable(root_dir: str = "/") -> NodeAllocatable:
                     break
     except (OSError, ValueError, IndexError) as err:
         logger.warning("cannot read /proc/meminfo err=%s", err)
-    storage = 0
-    try:
-        stat = os.statvfs(root_dir)
-        storage = stat.f_blocks * stat.f_frsize
-    except OSError:
-        pass
-    return NodeAllocatable(milli_cpu=(os.cpu_count() or 1) * 1000, memory=memory, ephemeral_storage=storage)
+    return NodeAllocatable(
+        milli_cpu=(os.cpu_count() or 1) * 1000,
+        memory=memory,
+        ephemeral_storage=_fs_capacity(root_dir),
+        memory_capacity=memory,
+    )
+
+
+def read_node_allocatable(
+    root_dir: str = "/",
+    *,
+    reserved: Iterable[Mapping[str, str]] = (),
+    eviction_hard: Mapping[str, str] = DEFAULT_EVICTION_HARD,
+) -> NodeAllocatable:
+    """:func:`node_allocatable` of this machine (what the Node reports as ``status.allocatable``)."""
+    return node_allocatable(read_node_capacity(root_dir), reserved=reserved, eviction_hard=eviction_hard)
 
 
 def milli_cpu_to_shares(milli_cpu: int) -> int:

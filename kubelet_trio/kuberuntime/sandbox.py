@@ -20,7 +20,9 @@ __all__ = [
     "namespaces_for_pod",
     "pod_hostname",
     "pod_sandbox_changed",
+    "pod_sysctls",
     "port_mappings",
+    "sysctl_dotted_name",
 ]
 
 HOSTNAME_MAX_LENGTH = 63
@@ -88,23 +90,40 @@ def port_mappings(pod: Pod) -> list[pb.PortMapping]:
     return [m for c in (pod.spec.containers if pod.spec else None) or () for m in _container_port_mappings(c)]
 
 
+def sysctl_dotted_name(name: str) -> str:
+    """A sysctl name with ``/`` separators (``kernel/shm_rmid_forced``) in the ``.`` form the runtime
+    expects; dots inside a component of a slashed name become slashes (``net/ipv4/conf/eth0.100/x`` →
+    ``net.ipv4.conf.eth0/100.x``). Names that start with a dot-separated component are kept."""
+    first = next((ch for ch in name if ch in "./"), ".")
+    if first == ".":
+        return name
+    return name.translate(str.maketrans("./", "/."))
+
+
+def pod_sysctls(pod: Pod) -> dict[str, str]:
+    """``securityContext.sysctls`` as the sandbox's ``LinuxPodSandboxConfig.sysctls`` (the runtime sets
+    them in the pod's namespaces; the API server has already checked they are namespaced and allowed)."""
+    sc = pod.spec.security_context if pod.spec else None
+    return {sysctl_dotted_name(s.name or ""): s.value or "" for s in (sc.sysctls if sc else None) or ()}
+
+
 def generate_pod_sandbox_config(
     pod: Pod,
     attempt: int,
     *,
     node_name: str,
     pod_logs_dir: str,
-    node_hostname: str | None = None,
 ) -> pb.PodSandboxConfig:
     """The CRI ``PodSandboxConfig`` for ``attempt`` of ``pod``.
 
-    Host-network pods get the node's hostname (``node_hostname``, default ``node_name``). DNS config is
-    not generated yet (the runtime's defaults apply).
+    A host-network pod gets no hostname: it shares the node's UTS namespace, where a runtime cannot set
+    one (runc: "unable to set hostname without a private UTS namespace"). DNS config is added by the
+    caller.
     """
     host_network = is_host_network_pod(pod)
     return pb.PodSandboxConfig(
         metadata=pb.PodSandboxMetadata(name=pod.name, namespace=pod.namespace, uid=pod.uid, attempt=attempt),
-        hostname=(node_hostname or node_name) if host_network else pod_hostname(pod),
+        hostname="" if host_network else pod_hostname(pod),
         log_directory=pod_logs_directory(pod_logs_dir, pod.namespace, pod.name, pod.uid),
         port_mappings=port_mappings(pod),
         labels=pod_labels(pod, node_name),
@@ -115,6 +134,7 @@ def generate_pod_sandbox_config(
                 namespace_options=namespaces_for_pod(pod),
                 privileged=_has_privileged_container(pod),
             ),
+            sysctls=pod_sysctls(pod),
         ),
     )
 

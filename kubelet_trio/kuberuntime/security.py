@@ -100,14 +100,21 @@ def verify_run_as_non_root(pod: Pod, container: Container, user: ImageUser) -> N
 
 
 def linux_container_security_context(
-    pod: Pod, container: Container, user: ImageUser | None = None
+    pod: Pod, container: Container, user: ImageUser | None = None, *, target_id: str = ""
 ) -> pb.LinuxContainerSecurityContext:
     """``determineEffectiveSecurityContext``: privileged, read-only rootfs, capabilities, runAsUser /
     runAsGroup (the image's user when unset), no_new_privs from allowPrivilegeEscalation=false,
-    supplemental groups (fsGroup first), namespaces, and the masked/read-only /proc paths."""
+    supplemental groups (fsGroup first), namespaces, and the masked/read-only /proc paths.
+
+    ``target_id``: an ephemeral container's target; unless the pod shares one PID namespace already, the
+    container joins the target's (``NamespaceMode.TARGET``), so a debugger sees its processes."""
     sc = effective_security_context(pod, container)
+    namespaces = namespaces_for_pod(pod)
+    if target_id and namespaces.pid is pb.NamespaceMode.CONTAINER:
+        namespaces.pid = pb.NamespaceMode.TARGET
+        namespaces.target_id = target_id
     security = pb.LinuxContainerSecurityContext(
-        namespace_options=namespaces_for_pod(pod),
+        namespace_options=namespaces,
         privileged=bool(sc.privileged),
         readonly_rootfs=bool(sc.read_only_root_filesystem),
         no_new_privs=sc.allow_privilege_escalation is False,

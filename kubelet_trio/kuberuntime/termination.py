@@ -4,7 +4,8 @@
 Each container instance gets an empty, world-writable file under ``<root>/pods/<uid>/containers/<name>/``
 bind-mounted at its ``terminationMessagePath``. When the instance has exited, the kubelet reads at most
 4 KiB of that file into ``terminated.message``; with ``terminationMessagePolicy: FallbackToLogsOnError``
-a failed container that left the file empty gets the last 80 lines (at most 2 KiB) of its log instead.
+a failed container that left the file empty gets the last 80 records of its log, cut to their last 2 KiB,
+instead (``printf DONE; false`` gives ``DONE``: a fragment keeps its missing newline).
 
 Blocking functions: callers run them through their ``run_sync``.
 """
@@ -15,6 +16,7 @@ import os
 import secrets
 
 from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.logs_reader import LogOptions, read_text
 
 __all__ = [
     "FALLBACK_TO_LOGS_ON_ERROR",
@@ -44,44 +46,25 @@ def create_termination_message_file(pod_container_dir: str) -> str:
 
 
 def _read_at_most(path: str, limit: int) -> str:
+    """The last ``limit`` bytes of the file (Go's ``tail.ReadAtMost``: a long message keeps its end)."""
     with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - limit))
         return f.read(limit).decode("utf-8", "replace")
 
 
 def read_last_log_text(
     log_path: str, lines: int = MAX_MESSAGE_LOG_LINES, limit_bytes: int = MAX_MESSAGE_LOG_BYTES
 ) -> str:
-    """The last ``lines`` log lines (CRI log format, partial records joined), cut to ``limit_bytes``."""
+    """The last ``lines`` log records as the container printed them (both streams; a fragment without a
+    newline stays without one), then the last ``limit_bytes`` of that, like Go's circular buffer."""
     if not log_path:
         return ""
     try:
-        with open(log_path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - 1024 * 1024))  # the tail is enough for 80 lines in practice
-            raw = f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    records = raw.splitlines()
-    if size > 1024 * 1024 and records:
-        records = records[1:]  # the first one is probably cut
-    out: list[str] = []
-    pending: dict[str, str] = {}
-    for record in records:
-        parts = record.split(" ", 3)
-        if len(parts) < 3:
-            continue
-        stream, tag = parts[1], parts[2]
-        text = parts[3] if len(parts) == 4 else ""
-        if tag == "P":
-            pending[stream] = pending.get(stream, "") + text
-            continue
-        out.append(pending.pop(stream, "") + text + "\n")
-    text = "".join(out[-lines:]) if lines > 0 else ""
-    data = text.encode()
-    if len(data) > limit_bytes:
-        data = data[:limit_bytes]
-    return data.decode("utf-8", "ignore")
+        data = read_text(log_path, LogOptions(tail_lines=lines), max_bytes=limit_bytes)
+    except OSError as err:
+        return f"Error on reading termination message from logs: {err}"
+    return data.decode("utf-8", "ignore")  # the cut may have split a character
 
 
 def termination_message(status: pb.ContainerStatus, path: str, policy: str) -> str:

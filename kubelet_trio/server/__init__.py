@@ -1,4 +1,4 @@
-"""The kubelet's HTTP endpoints (Go: ``pkg/kubelet/server``): ASGI apps served with hypercorn on Trio."""
+"""The kubelet's HTTP endpoints (Go: ``pkg/kubelet/server``): ASGI apps on a small h11 server on Trio."""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@
 - :func:`read_only_app` (``--read-only-port``, off by default): ``/healthz``, ``/pods``, ``/runningpods/``,
   ``/metrics``, ``/stats/summary`` and ``/containerLogs/{namespace}/{pod}/{container}``. Without
   authentication, like the Go kubelet's read-only port, so keep it on a trusted address.
-- :func:`kubelet_api_app` (``--port``, default 10250): the same handlers; served over TLS behind
+- :func:`kubelet_api_app` (``--port``, default 10250): the same handlers and ``/exec``, ``/attach``,
+  ``/portForward`` and ``/run`` (:mod:`kubelet_trio.server.exec`); served over TLS behind
   authentication and authorization (:mod:`kubelet_trio.server.serve`, :mod:`kubelet_trio.server.auth`).
 """
 
@@ -13,11 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kubelet_trio.httpserver.asgi import App, Handler, Request, Response, Route
 from kubelet_trio.metrics import CONTENT_TYPE
-from kubelet_trio.server.asgi import App, Handler, Request, Response, Route
 from kubelet_trio.server.container_logs import container_logs_handler
+from kubelet_trio.server.exec import exec_routes
 from kubelet_trio.server.healthz import healthz_handlers
 from kubelet_trio.server.pods import pods_handler, running_pods_handler
+from kubelet_trio.server.proxy import StreamProxy
 from kubelet_trio.server.stats import stats_summary_handler
 
 if TYPE_CHECKING:
@@ -65,6 +68,9 @@ def read_only_app(kubelet: Kubelet) -> App:
     )
 
 
-def kubelet_api_app(kubelet: Kubelet) -> App:
-    """The Kubelet API's handlers (the caller wraps them in authentication and authorization)."""
-    return read_only_app(kubelet)
+def kubelet_api_app(kubelet: Kubelet, proxy: StreamProxy | None = None) -> App:
+    """The Kubelet API's handlers (the caller wraps them in authentication and authorization): the
+    read-only ones plus exec, attach, port-forward and run, whose streams go through ``proxy``."""
+    if proxy is None:
+        proxy = StreamProxy(idle_timeout=kubelet.config.streaming_connection_idle_timeout)
+    return App([*read_only_app(kubelet).routes, *exec_routes(kubelet, proxy)])

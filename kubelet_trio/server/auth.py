@@ -28,7 +28,7 @@ import trio
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from kubelet_trio.server.asgi import TEXT, Receive, Scope, Send
+from kubelet_trio.httpserver.asgi import TEXT, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from kubelet_trio.client import ApiClient

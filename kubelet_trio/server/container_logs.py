@@ -6,40 +6,48 @@ The container instance comes from the PLEG's pod cache (newest instance, or the 
 ``PodLogOptions``: ``tailLines`` (legacy ``tail``, ``tail=all``), ``limitBytes``, ``timestamps``,
 ``sinceSeconds``, ``sinceTime``, ``stream``, ``previous`` and ``follow``.
 
-``follow`` streams lines as they are written until the client disconnects or the container stops
-running. New data is noticed through inotify on the file, the end of the container through the status
-manager (a wait, not a poll); every ``FOLLOW_RECHECK`` seconds the pod cache is consulted as well, like
-the Go kubelet's 5 s state check, which also covers a pod whose status disappears.
+Every answer is streamed from a :class:`~kubelet_trio.logs_reader.LogReader` in bounded chunks, so a
+request costs what it returns: ``tailLines`` seeks back from the end, ``limitBytes`` stops the read, and
+the files rotated out of the log are read first. At most :data:`MAX_REQUESTS_PER_CONTAINER` requests per
+container instance run at once; past that the answer is 429 with ``Retry-After``.
+
+``follow`` streams records as they are written until the client disconnects or the container stops
+running. New data is noticed through inotify on the log directory (which also sees a rotation create the
+new file), the end of the container through the status manager (a wait, not a poll); every
+``FOLLOW_RECHECK`` seconds the pod cache is consulted as well, like the Go kubelet's 5 s state check,
+which also covers a pod whose status disappears.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import trio
 
 from kubelet_trio.api.status import PodStatus as ApiPodStatus
-from kubelet_trio.clock import rfc3339_nano
-from kubelet_trio.config.inotify import IN_MODIFY, Inotify
+from kubelet_trio.config.inotify import IN_CREATE, IN_MODIFY, IN_MOVED_TO, Inotify
 from kubelet_trio.container.types import ContainerState, ContainerStatus
 from kubelet_trio.cri import errors as cri_errors
-from kubelet_trio.logs_reader import LogOptions, LogParser, format_lines, read_log_from, select_lines
-from kubelet_trio.server.asgi import Handler, HttpError, Request, Response, Write
+from kubelet_trio.httpserver.asgi import TEXT, Handler, HttpError, Request, Response, Write
+from kubelet_trio.logs_reader import LogOptions, LogReader, parse_timestamp
 
 if TYPE_CHECKING:
     from kubelet_trio.api import Pod
     from kubelet_trio.kubelet import Kubelet
 
-__all__ = ["FOLLOW_RECHECK", "container_logs_handler", "parse_log_options"]
+__all__ = ["FOLLOW_RECHECK", "MAX_REQUESTS_PER_CONTAINER", "container_logs_handler", "parse_log_options"]
 
 logger = logging.getLogger(__name__)
 
 FOLLOW_RECHECK = 5.0
 FOLLOW_RECHECK_NO_INOTIFY = 1.0
+MAX_REQUESTS_PER_CONTAINER = 10  # log requests served at once per container instance; more get 429
+RETRY_AFTER_SECONDS = 1
+_FOLLOW_EVENTS = IN_MODIFY | IN_CREATE | IN_MOVED_TO  # on the log directory: writes, and rotations
 
 
 def _int_arg(request: Request, name: str, minimum: int) -> int | None:
@@ -67,14 +75,14 @@ def parse_log_options(request: Request, now_wall_ns: int) -> LogOptions:
     since_seconds = _int_arg(request, "sinceSeconds", 1)
     if since_time is not None and since_seconds is not None:
         raise HttpError(422, "at most one of sinceTime or sinceSeconds may be specified", as_json=True)
+    since_ns: int | None = None
     if since_time is not None:
         try:
-            parsed = dt.datetime.fromisoformat(since_time.replace("Z", "+00:00"))
+            since_ns = parse_timestamp(since_time)
         except ValueError:
             raise HttpError(422, f"sinceTime: Invalid value: {since_time!r}", as_json=True) from None
-        since_time = rfc3339_nano(round(parsed.timestamp() * 1e9))
     if since_seconds is not None:
-        since_time = rfc3339_nano(now_wall_ns - since_seconds * 10**9)
+        since_ns = now_wall_ns - since_seconds * 10**9
     stream = request.arg("stream") or None
     if stream not in (None, "stdout", "stderr", "All"):
         raise HttpError(422, f"stream: Unsupported value: {stream!r}", as_json=True)
@@ -82,7 +90,7 @@ def parse_log_options(request: Request, now_wall_ns: int) -> LogOptions:
         tail_lines=tail,
         limit_bytes=_int_arg(request, "limitBytes", 1),
         timestamps=request.flag("timestamps"),
-        since_time=since_time,
+        since_ns=since_ns,
         stream=None if stream == "All" else stream,
     )
 
@@ -127,24 +135,6 @@ def _exited_in_status(container: str, container_id: str) -> Callable[[ApiPodStat
     return exited
 
 
-class _Budget:
-    """What is left of ``limitBytes``."""
-
-    def __init__(self, limit: int | None) -> None:
-        self.left = limit
-
-    def take(self, data: bytes) -> bytes:
-        if self.left is None:
-            return data
-        data = data[: self.left]
-        self.left -= len(data)
-        return data
-
-    @property
-    def spent(self) -> bool:
-        return self.left is not None and self.left <= 0
-
-
 async def _first_of(*waits: Callable[[], Awaitable[object]]) -> None:
     async with trio.open_nursery() as nursery:
         for wait in waits:
@@ -157,6 +147,8 @@ async def _first_of(*waits: Callable[[], Awaitable[object]]) -> None:
 
 
 def container_logs_handler(kubelet: Kubelet) -> Handler:
+    in_flight: dict[str, int] = {}  # container instance id -> requests being served
+
     async def handle(request: Request) -> Response:
         namespace, name, container = (request.params[k] for k in ("namespace", "pod", "container"))
         pod = _find_pod(kubelet, namespace, name)
@@ -170,27 +162,71 @@ def container_logs_handler(kubelet: Kubelet) -> Handler:
         path = response.status.log_path if response.status else ""
         if not path:
             raise HttpError(400, f'container "{container}" in pod "{pod.name}" has no log file')
-
+        if in_flight.get(instance.id, 0) >= MAX_REQUESTS_PER_CONTAINER:
+            message = (
+                f'too many log requests for container "{container}" in pod "{pod.name}" at once '
+                f"(at most {MAX_REQUESTS_PER_CONTAINER}); try again later\n"
+            )
+            return Response(429, message.encode(), TEXT, [("Retry-After", str(RETRY_AFTER_SECONDS))])
+        # Held from here until the stream ends (the app always runs the stream of a response it sent).
+        in_flight[instance.id] = in_flight.get(instance.id, 0) + 1
         follow = request.flag("follow") and not previous
-        budget = _Budget(options.limit_bytes)
-        parser = LogParser()
-        try:
-            data, offset = await kubelet.run_sync(read_log_from, path, 0)
-        except FileNotFoundError:
-            data, offset = b"", 0
-        first = parser.feed(data)
-        if not follow:
-            first += parser.flush()
-        body = budget.take(format_lines(select_lines(first, options), options.timestamps))
-        if not follow or budget.spent:
-            return Response(200, body)
 
         async def stream(write: Write) -> None:
-            await _follow(kubelet, pod, container, instance.id, path, offset, parser, options, budget, write)
+            try:
+                await _serve(kubelet, pod, container, instance.id, path, options, follow, write)
+            finally:
+                left = in_flight.pop(instance.id) - 1
+                if left:
+                    in_flight[instance.id] = left
 
-        return Response(200, body, stream=stream)
+        return Response(200, b"", stream=stream)
 
     return handle
+
+
+async def _drain(kubelet: Kubelet, reader: LogReader, write: Write) -> None:
+    """Write what the files hold now, one bounded chunk at a time."""
+    while True:
+        await write(await kubelet.run_sync(reader.read))
+        if reader.at_end or reader.done:
+            return
+
+
+async def _serve(
+    kubelet: Kubelet,
+    pod: Pod,
+    container: str,
+    container_id: str,
+    path: str,
+    options: LogOptions,
+    follow: bool,
+    write: Write,
+) -> None:
+    try:
+        reader = await kubelet.run_sync(functools.partial(LogReader.open, path, options, follow=follow))
+    except OSError as err:
+        logger.warning(
+            "cannot read container log pod=%s/%s uid=%s container=%s path=%s error=%s",
+            pod.namespace,
+            pod.name,
+            pod.uid,
+            container,
+            path,
+            err,
+        )
+        await write(f"error reading the log of container {container!r}: {err.strerror or err}\n".encode())
+        return
+    try:
+        await _drain(kubelet, reader, write)
+        if reader.done:
+            return
+        if follow:
+            await _follow(kubelet, pod, container, container_id, path, reader, write)
+        else:
+            await write(await kubelet.run_sync(reader.finish))
+    finally:
+        reader.close()
 
 
 async def _follow(
@@ -199,27 +235,25 @@ async def _follow(
     container: str,
     container_id: str,
     path: str,
-    offset: int,
-    parser: LogParser,
-    options: LogOptions,
-    budget: _Budget,
+    reader: LogReader,
     write: Write,
 ) -> None:
-    """Write new lines until the container stops (then drain the file) or the budget is spent."""
-    tail_free = LogOptions(since_time=options.since_time, stream=options.stream)
+    """Write new records until the container stops (then drain the file) or the limit is spent."""
     inotify = Inotify.open()
     try:
-        if inotify is not None and inotify.add_watch(path, IN_MODIFY) is None:
+        if inotify is not None and inotify.add_watch(os.path.dirname(path), _FOLLOW_EVENTS) is None:
             inotify.close()
             inotify = None
         recheck = FOLLOW_RECHECK if inotify is not None else FOLLOW_RECHECK_NO_INOTIFY
         running = True
         while True:
-            data, offset = await kubelet.run_sync(read_log_from, path, offset)
-            lines = parser.feed(data) + ([] if running else parser.flush())
-            chunk = budget.take(format_lines(select_lines(lines, tail_free), options.timestamps))
-            await write(chunk)
-            if not running or budget.spent:
+            await _drain(kubelet, reader, write)
+            if reader.done:
+                return
+            if await kubelet.run_sync(reader.follow_rotation):
+                continue  # the rest of the rotated file, then the new one
+            if not running:
+                await write(await kubelet.run_sync(reader.finish))
                 return
             waits: list[Callable[[], Awaitable[object]]] = [
                 functools.partial(trio.sleep, recheck),
@@ -231,14 +265,6 @@ async def _follow(
                 waits.append(inotify.wait)
             await _first_of(*waits)
             running = _still_running(kubelet, pod.uid, container_id)
-    except FileNotFoundError:
-        logger.info(
-            "container log file vanished while following pod=%s/%s uid=%s container=%s",
-            pod.namespace,
-            pod.name,
-            pod.uid,
-            container,
-        )
     finally:
         if inotify is not None:
             inotify.close()

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from kubelet_trio.server.asgi import Handler, HttpError, Request, Response
+from kubelet_trio.httpserver.asgi import Handler, HttpError, Request, Response
 
 if TYPE_CHECKING:
     from kubelet_trio.kubelet import Kubelet

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from kubelet_trio.server.asgi import Handler, Request, Response
+from kubelet_trio.httpserver.asgi import Handler, Request, Response
 
 if TYPE_CHECKING:
     from kubelet_trio.kubelet import Kubelet

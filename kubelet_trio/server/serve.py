@@ -1,4 +1,4 @@
-"""Serving the kubelet's ASGI apps with hypercorn's Trio worker, inside the Kubelet's nursery.
+"""Serving the kubelet's ASGI apps (:mod:`kubelet_trio.httpserver.http11`), inside the Kubelet's nursery.
 
 :func:`serve_kubelet_http` starts the healthz server, the read-only server and the Kubelet API over
 TLS with authentication and authorization (:mod:`kubelet_trio.server.auth`), each only when its port is
@@ -9,21 +9,14 @@ server or Kubelet API that cannot bind is fatal. Cancelling the nursery stops th
 
 from __future__ import annotations
 
-import functools
 import logging
 import socket
 import ssl
 from typing import TYPE_CHECKING, Any
 
 import trio
-from hypercorn.app_wrappers import ASGIWrapper
-from hypercorn.config import Config
-from hypercorn.trio import serve
-from hypercorn.trio.tcp_server import TCPServer
-from hypercorn.trio.worker_context import WorkerContext
-from hypercorn.typing import ConnectionState
-from hypercorn.utils import parse_socket_addr
 
+from kubelet_trio.httpserver.http11 import HttpServer
 from kubelet_trio.server.app import healthz_app, kubelet_api_app, read_only_app
 from kubelet_trio.server.auth import AuthConfig, AuthenticatedApp, KubeletAuth
 from kubelet_trio.server.tls import serving_pair
@@ -36,6 +29,7 @@ __all__ = ["HEALTHZ_RETRY", "bind_address", "serve_app", "serve_kubelet_http", "
 logger = logging.getLogger(__name__)
 
 HEALTHZ_RETRY = 5.0
+BACKLOG = 128
 
 
 def bind_address(host: str, port: int) -> str:
@@ -43,8 +37,7 @@ def bind_address(host: str, port: int) -> str:
 
 
 def _bound_socket(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port``, closed again if binding fails (hypercorn's own binding would
-    leave the failed socket to the garbage collector)."""
+    """A socket bound to ``host:port``, closed again if binding fails."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -55,52 +48,19 @@ def _bound_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _config(sock: socket.socket) -> Config:
-    config = Config()
-    config.bind = [f"fd://{sock.detach()}"]  # hypercorn takes the descriptor over
-    config.errorlog = logging.getLogger("hypercorn.error")
-    config.accesslog = None
-    config.graceful_timeout = 1.0
-    config.keep_alive_timeout = 90.0  # the Go kubelet's IdleTimeout
-    return config
+def _listener(host: str, port: int) -> trio.SocketListener:
+    sock = _bound_socket(host, port)
+    sock.listen(BACKLOG)
+    return trio.SocketListener(trio.socket.from_stdlib_socket(sock))
 
 
 async def serve_app(app: Any, host: str, port: int, *, task_status: trio.TaskStatus[str]) -> None:
     """Serve ``app`` on ``host:port`` until cancelled; reports the URL once listening."""
-    config = _config(_bound_socket(host, port))
+    listener = _listener(host, port)
+    url = "http://" + bind_address(*listener.socket.getsockname()[:2])
     async with trio.open_nursery() as nursery:
-        binds: list[str] = await nursery.start(serve, app, config)
-        task_status.started(binds[0] if binds else f"http://{bind_address(host, port)}")
-
-
-class _PeerCertServer(TCPServer):
-    """hypercorn's connection handler, which keeps the client certificate the TLS handshake verified in
-    ``peer_certs`` (by client address) for the connection's lifetime: hypercorn 0.18 does not put it in
-    the ASGI scope."""
-
-    def __init__(self, peer_certs: dict[tuple[str, int], bytes], *args: Any) -> None:
-        super().__init__(*args)
-        self._peer_certs = peer_certs
-
-    async def run(self) -> None:
-        key: tuple[str, int] | None = None
-        stream: Any = self.stream
-        try:
-            with trio.fail_after(self.config.ssl_handshake_timeout):
-                await stream.do_handshake()  # hypercorn's own call then returns at once
-            der = stream.getpeercert(binary_form=True)
-            sock = stream.transport_stream.socket
-            if der:
-                key = parse_socket_addr(sock.family, sock.getpeername())
-                if key is not None:
-                    self._peer_certs[key] = der
-        except (trio.BrokenResourceError, trio.TooSlowError, OSError):
-            pass  # hypercorn's run sees the failed handshake and closes
-        try:
-            await super().run()
-        finally:
-            if key is not None:
-                self._peer_certs.pop(key, None)
+        await nursery.start(HttpServer(app).run, [listener])
+        task_status.started(url)
 
 
 async def serve_tls_app(
@@ -113,22 +73,25 @@ async def serve_tls_app(
     task_status: trio.TaskStatus[str],
 ) -> None:
     """Serve ``app`` over TLS on ``host:port`` until cancelled (reports the URL once listening),
-    recording verified client certificates in ``peer_certs``."""
-    sock = _bound_socket(host, port)
-    config = Config()
-    config.errorlog = logging.getLogger("hypercorn.error")
-    config.accesslog = None
-    config.keep_alive_timeout = 90.0
-    sock.listen(config.backlog)
-    listener = trio.SSLListener(
-        trio.SocketListener(trio.socket.from_stdlib_socket(sock)), ssl_context, https_compatible=True
-    )
-    handler = functools.partial(
-        _PeerCertServer, peer_certs, ASGIWrapper(app), config, WorkerContext(None), ConnectionState({})
-    )
-    url = "https://" + bind_address(*sock.getsockname()[:2])
+    recording each connection's verified client certificate in ``peer_certs`` (by client address)
+    while it is open."""
+
+    def connected(stream: trio.abc.Stream, client: tuple[str, int] | None) -> None:
+        assert isinstance(stream, trio.SSLStream)
+        der = stream.getpeercert(binary_form=True)
+        if der and client is not None:
+            peer_certs[client] = der
+
+    def closed(client: tuple[str, int] | None) -> None:
+        if client is not None:
+            peer_certs.pop(client, None)
+
+    listener = _listener(host, port)
+    url = "https://" + bind_address(*listener.socket.getsockname()[:2])
+    server = HttpServer(app, scheme="https", on_connect=connected, on_close=closed)
+    tls = trio.SSLListener(listener, ssl_context, https_compatible=True)
     async with trio.open_nursery() as nursery:
-        await nursery.start(trio.serve_listeners, handler, [listener])
+        await nursery.start(server.run, [tls])
         task_status.started(url)
 
 

@@ -18,6 +18,7 @@ import trio
 from kubelet_trio.clock import rfc3339
 from kubelet_trio.cri import errors as cri_errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.httpserver.asgi import Handler, Request, Response
 from kubelet_trio.kuberuntime.labels import (
     CONTAINER_NAME_LABEL,
     POD_NAME_LABEL,
@@ -25,7 +26,6 @@ from kubelet_trio.kuberuntime.labels import (
     POD_UID_LABEL,
     node_selector,
 )
-from kubelet_trio.server.asgi import Handler, Request, Response
 
 if TYPE_CHECKING:
     from kubelet_trio.kubelet import Kubelet

@@ -19,9 +19,17 @@ Time: every timestamp is ``a wall-clock base + Trio time elapsed`` (see
 computed lazily when read, so there are no background tasks and a ``MockClock`` drives hours of container
 life in no time. Calls that take time (a stop whose SIGTERM is ignored, slow pulls, slow execs) simply
 ``await trio.sleep(...)`` and are cancellable. Use one SimRuntime within one ``trio.run``. Log files are
-written through ``run_sync`` (a worker thread by default) when a container starts; under an autojump
-MockClock pass ``run_sync=kubelet_trio.fsio.run_inline`` so that the clock does not jump during the
-write.
+written through ``run_sync`` (a worker thread by default) when a container starts and when a harness
+calls :meth:`SimRuntime.write_log`; under an autojump MockClock pass
+``run_sync=kubelet_trio.fsio.run_inline`` so that the clock does not jump during the write. Like
+containerd, a container keeps writing to the file it opened until ReopenContainerLog (see
+:mod:`kubelet_trio.sim.logwriter`).
+
+Runtime handlers: like containerd's CRI plugin, a set of configured runtimes (``runtime_handlers``,
+default ``runc``) with a default one (``default_runtime_name``, ``runc``) that an empty handler selects;
+RunPodSandbox with any other handler fails with containerd's ``failed to get sandbox runtime: no runtime
+for "<handler>" is configured``. A sandbox reports the handler it was asked for (``""`` included), as
+containerd does.
 
 Images: any reference pulls successfully (taking ``pull_delay``/``pull_delays``; an image already present
 returns at once) except references under the registry host ``sim.invalid`` (NotFoundError at once, with
@@ -46,9 +54,11 @@ from kubelet_trio.clock import WallClock, go_duration, rfc3339_nano
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.runtime import CRI_API_VERSION
+from kubelet_trio.cri.streaming.server import StreamingServer
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.sim.images import ImageStore, RefTable, SimImage, normalize, parse_ref
 from kubelet_trio.sim.index import LabelIndex
+from kubelet_trio.sim.logwriter import SimLogWriter, cri_records
 from kubelet_trio.sim.records import (
     ERROR,
     SIGKILL_EXIT,
@@ -62,6 +72,7 @@ from kubelet_trio.sim.records import (
     exit_reason,
 )
 from kubelet_trio.sim.script import RUN, Behaviour, ExecResult, ScriptError, parse_script
+from kubelet_trio.sim.streaming import streaming_server
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +83,8 @@ MISSING_IMAGE_HOST = "sim.invalid"  # images under this registry host never exis
 DEFAULT_POD_CIDR = "10.88.0.0/16"
 IMAGE_FS_MOUNTPOINT = "/var/lib/kubelet-trio-sim/io.containerd.snapshotter.v1.overlayfs"
 INODES_PER_IMAGE = 420
+DEFAULT_RUNTIME_NAME = "runc"  # containerd's default_runtime_name
+DEFAULT_RUNTIME_HANDLERS = frozenset({DEFAULT_RUNTIME_NAME})
 
 T = TypeVar("T")
 
@@ -101,20 +114,14 @@ def _labels_match(labels: Mapping[str, str], selector: Mapping[str, str]) -> boo
     return all(labels.get(key) == value for key, value in selector.items())
 
 
-def _log_lines(behaviour: Behaviour, wall_ns: int) -> str:
+def _log_lines(behaviour: Behaviour, wall_ns: int) -> bytes:
     stamp = rfc3339_nano(wall_ns)
-    return "".join(f"{stamp} {line.stream} F {line.text}\n" for line in behaviour.output)
+    return "".join(f"{stamp} {line.stream} F {line.text}\n" for line in behaviour.output).encode()
 
 
 def _log_path(log_directory: str, log_path: str) -> str:
     """``<log_directory>/<log_path>`` cleaned like Go's filepath.Join; "" unless both are set."""
     return os.path.normpath(os.path.join(log_directory, log_path)) if log_directory and log_path else ""
-
-
-def _append(path: str, text: str) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(text)
 
 
 @attrs.define(eq=False, kw_only=True)
@@ -138,6 +145,8 @@ class SimRuntime:
             ``trio.run``, else the Trio time of first use.
         clock: a :class:`~kubelet_trio.clock.WallClock` to share with a kubelet, so that both read the
             same wall-clock time (backoff anchored on ``finishedAt`` is then exact under MockClock).
+        runtime_handlers: the configured runtimes (containerd: ``[plugins.cri.containerd.runtimes.*]``).
+        default_runtime_name: the handler an empty RunPodSandbox ``runtime_handler`` means.
     """
 
     image_behaviours: Mapping[str, str] = attrs.field(factory=dict)
@@ -151,6 +160,8 @@ class SimRuntime:
     wall_clock_start_ns: int | None = None
     clock: WallClock | None = None
     run_sync: RunSync = run_in_thread  # log file writes; harnesses under MockClock pass fsio.run_inline
+    runtime_handlers: frozenset[str] = attrs.field(default=DEFAULT_RUNTIME_HANDLERS, converter=frozenset)
+    default_runtime_name: str = DEFAULT_RUNTIME_NAME
 
     _rng: random.Random = attrs.field(init=False)
     _ips: IpPool = attrs.field(init=False)
@@ -165,6 +176,9 @@ class SimRuntime:
     _sandbox_index: LabelIndex = attrs.field(init=False, factory=LabelIndex)
     _container_index: LabelIndex = attrs.field(init=False, factory=LabelIndex)
     _exec_overrides: dict[tuple[str, tuple[str, ...]], ExecResult] = attrs.field(init=False, factory=dict)
+    _log_writers: dict[str, SimLogWriter] = attrs.field(init=False, factory=dict)  # by container id
+    #: The streaming server for Exec/Attach/PortForward, while ``open_sim_streaming`` runs it.
+    streaming: StreamingServer | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         if self.clock is None:
@@ -212,6 +226,15 @@ class SimRuntime:
         """The config a container was created with (envs, mounts, resources...), for assertions."""
         return _get(self._containers, container_id, "container_config", f"container {container_id!r}").config
 
+    async def write_log(self, container_id: str, text: str, stream: str = "stdout") -> None:
+        """A running container prints ``text`` on ``stream``: one ``F`` record per line, a ``P`` record
+        for a last line without a newline. It lands where the runtime's log file is open."""
+        container = _get(self._containers, container_id, "write_log", f"container {container_id!r}")
+        writer = self._log_writers.get(container.id)
+        if container.state(self._now()) is not pb.ContainerState.CONTAINER_RUNNING or writer is None:
+            raise errors.CriCallError("write_log", f"container {container.id} is not running with a log")
+        await self.run_sync(writer.write, cri_records(text, stream, self._now()))
+
     def crash_container(self, container_id: str, exit_code: int) -> None:
         """Make a running container exit now with ``exit_code`` (reason Completed for 0, else Error)."""
         container = _get(self._containers, container_id, "crash_container", f"container {container_id!r}")
@@ -256,6 +279,11 @@ class SimRuntime:
             owner = self._sandbox_names[name]
             raise errors.CriCallError(
                 op, f'failed to reserve sandbox name "{name}": name "{name}" is reserved for "{owner}"'
+            )
+        runtime = runtime_handler or self.default_runtime_name
+        if runtime not in self.runtime_handlers:
+            raise errors.CriCallError(
+                op, f'failed to get sandbox runtime: no runtime for "{runtime}" is configured'
             )
         sandbox_id = self._unique_id()
         namespaces = (
@@ -411,10 +439,12 @@ class SimRuntime:
             started = self._now()
             self._check_sandbox_ready(op, container)
             if container.log_path:
+                writer = SimLogWriter(container.log_path)
                 try:
-                    await self.run_sync(_append, container.log_path, _log_lines(container.behaviour, started))
+                    await self.run_sync(writer.open, _log_lines(container.behaviour, started))
                 except OSError as err:
                     self._fail_start(op, container, f"failed to create container loggers: {err}")
+                self._log_writers[container.id] = writer
             self._check_sandbox_ready(op, container)
             container.started_ns = started
         finally:
@@ -452,6 +482,18 @@ class SimRuntime:
             container.terminate(Exit(max(self._now(), wake), SIGKILL_EXIT, ERROR))
         logger.debug("sim: container stopped container=%s", container.id)
 
+    async def reopen_container_log(self, container_id: str) -> None:
+        op = "ReopenContainerLog"
+        container = self._container(op, container_id)
+        if container.state(self._now()) is not pb.ContainerState.CONTAINER_RUNNING:
+            raise errors.CriCallError(op, "container is not running")
+        writer = self._log_writers.get(container.id)
+        if writer is not None:
+            try:
+                await self.run_sync(writer.open, b"")
+            except OSError as err:
+                raise errors.CriCallError(op, f"failed to create and open log files: {err}") from err
+
     async def remove_container(self, container_id: str) -> None:
         op = "RemoveContainer"
         context = f'an error occurred when try to find container "{container_id}"'
@@ -462,6 +504,7 @@ class SimRuntime:
     def _drop_container(self, container: ContainerRecord) -> None:
         container.terminate(Exit(self._now(), SIGKILL_EXIT, ERROR))  # forcibly, if running
         del self._containers[container.id]
+        self._log_writers.pop(container.id, None)
         self._container_index.remove(container.id, container.config.labels)
         self._container_names = {k: v for k, v in self._container_names.items() if v != container.id}
         logger.debug("sim: container removed container=%s", container.id)
@@ -534,6 +577,42 @@ class SimRuntime:
         if result.delay_ns:
             await trio.sleep(result.delay_ns / 1e9)
         return pb.ExecSyncResponse(stdout=result.stdout, stderr=result.stderr, exit_code=result.exit_code)
+
+    async def exec(self, request: pb.ExecRequest) -> str:
+        self._streamable("Exec", request.container_id)
+        return streaming_server(self, "Exec").get_exec(request)
+
+    async def attach(self, request: pb.AttachRequest) -> str:
+        self._streamable("Attach", request.container_id)
+        return streaming_server(self, "Attach").get_attach(request)
+
+    async def port_forward(self, request: pb.PortForwardRequest) -> str:
+        _get(self._sandboxes, request.pod_sandbox_id, "PortForward", "failed to find sandbox")
+        return streaming_server(self, "PortForward").get_port_forward(request)
+
+    def _streamable(self, op: str, container_id: str) -> None:
+        context = f'failed to find container "{container_id}" in store'
+        container = _get(self._containers, container_id, op, context)
+        state = container.state(self._now())
+        if state is not pb.ContainerState.CONTAINER_RUNNING:
+            raise errors.CriCallError(op, f"container {container_id} is not running: {state.name}")
+
+    def container_record(self, container_id: str) -> ContainerRecord | None:
+        """The simulated container (for the streaming backend)."""
+        return self._containers.get(container_id)
+
+    def now_ns(self) -> int:
+        return self._now()
+
+    def listening_ports(self, sandbox_id: str) -> set[int]:
+        """The ports the sandbox's running containers ``listen`` on (their scripts say)."""
+        now = self._now()
+        return {
+            port
+            for c in self._containers.values()
+            if c.sandbox_id == sandbox_id and c.state(now) is pb.ContainerState.CONTAINER_RUNNING
+            for port in c.behaviour.listens
+        }
 
     async def container_stats(self, container_id: str) -> pb.ContainerStats:
         container = _get(self._containers, container_id, "ContainerStats", "failed to find container")

@@ -22,7 +22,11 @@ by ``;`` (a ``;`` inside quotes does not separate), each clause split into token
 ``exec ARGV... -> K ["stdout text"] [after D]``
     ExecSync of exactly that argv exits with code K and that stdout (verbatim, no newline added),
     answering after D. A D longer than the ExecSync timeout gives the CRI timeout error;
-    ``after 1h`` is as good as a hang. The first matching ``exec`` clause wins.
+    ``after 1h`` is as good as a hang. The first matching ``exec`` clause wins. Streaming exec
+    (``kubectl exec``) answers the same way.
+``listen PORT...``
+    The container accepts connections on these ports: a port-forward to one is a loopback echo (what
+    is sent comes back); a port-forward to any other port is refused.
 
 At most one ``exit`` clause, and not together with ``run``. A script that does not parse raises
 :class:`ScriptError` naming the clause, e.g. ``clause 2 'exit three': exit code must be an integer
@@ -94,6 +98,7 @@ class Behaviour:
     ignore_sigterm: bool = False
     output: tuple[OutputLine, ...] = ()
     execs: tuple[ExecRule, ...] = ()
+    listens: tuple[int, ...] = ()
 
     def exec_result(self, argv: Sequence[str]) -> ExecResult:
         """The scripted (or built-in) answer to an ExecSync of ``argv``."""
@@ -174,6 +179,7 @@ class _Builder:
     ignore_sigterm: bool = False
     output: list[OutputLine] = attrs.Factory(list)
     execs: list[ExecRule] = attrs.Factory(list)
+    listens: list[int] = attrs.Factory(list)
 
     def clause(self, tokens: list[str]) -> None:
         verb, args = tokens[0], tokens[1:]
@@ -196,9 +202,13 @@ class _Builder:
             self.output.extend(OutputLine(stream, line) for line in args)
         elif verb == "exec":
             self.execs.append(_exec_rule(args))
+        elif verb == "listen":
+            if not args:
+                raise ValueError("'listen' needs at least one port")
+            self.listens.extend(_port(arg) for arg in args)
         else:
             raise ValueError(
-                f"unknown clause {verb!r}: expected run, exit, ignore-sigterm, print, stderr or exec"
+                f"unknown clause {verb!r}: expected run, exit, ignore-sigterm, print, stderr, exec or listen"
             )
 
     def _exit(self, args: list[str]) -> None:
@@ -221,7 +231,14 @@ class _Builder:
             ignore_sigterm=self.ignore_sigterm,
             output=tuple(self.output),
             execs=tuple(self.execs),
+            listens=tuple(self.listens),
         )
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise ValueError(f"port must be an integer 1-65535, got {text!r}")
+    return int(text)
 
 
 def _exec_rule(args: list[str]) -> ExecRule:

@@ -22,6 +22,7 @@ from grpclib.server import Server
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.sim.runtime import SimRuntime
+from kubelet_trio.sim.streaming import open_sim_streaming
 
 logger = logging.getLogger(__name__)
 
@@ -110,8 +111,23 @@ class RuntimeService(pb.RuntimeServiceBase):
     async def container_status(self, message: pb.ContainerStatusRequest) -> pb.ContainerStatusResponse:
         return await _call(self.sim.container_status, message.container_id, message.verbose)
 
+    async def reopen_container_log(
+        self, message: pb.ReopenContainerLogRequest
+    ) -> pb.ReopenContainerLogResponse:
+        await _call(self.sim.reopen_container_log, message.container_id)
+        return pb.ReopenContainerLogResponse()
+
     async def exec_sync(self, message: pb.ExecSyncRequest) -> pb.ExecSyncResponse:
         return await _call(self.sim.exec_sync, message.container_id, list(message.cmd), message.timeout)
+
+    async def exec(self, message: pb.ExecRequest) -> pb.ExecResponse:
+        return pb.ExecResponse(url=await _call(self.sim.exec, message))
+
+    async def attach(self, message: pb.AttachRequest) -> pb.AttachResponse:
+        return pb.AttachResponse(url=await _call(self.sim.attach, message))
+
+    async def port_forward(self, message: pb.PortForwardRequest) -> pb.PortForwardResponse:
+        return pb.PortForwardResponse(url=await _call(self.sim.port_forward, message))
 
     async def container_stats(self, message: pb.ContainerStatsRequest) -> pb.ContainerStatsResponse:
         return pb.ContainerStatsResponse(stats=await _call(self.sim.container_stats, message.container_id))
@@ -193,12 +209,13 @@ async def serve_sim_cri(
     sim: SimRuntime, socket_path: str, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
 ) -> None:
     """Serve ``sim`` on ``socket_path`` until cancelled; ``started`` once the socket accepts connections.
+    Its streaming server (Exec/Attach/PortForward URLs) runs on 127.0.0.1 alongside.
 
     On cancellation the server stops accepting, cancels in-flight requests, drops client connections
     (their calls fail as "connection lost"), waits up to ``SHUTDOWN_GRACE`` for handlers to finish and
     removes the socket file. The socket's directory is created if needed; a stale socket is replaced.
     """
-    async with trio_asyncio.open_loop():
+    async with open_sim_streaming(sim), trio_asyncio.open_loop():
         await trio.Path(socket_path).parent.mkdir(parents=True, exist_ok=True)
         server = _ClosingServer([RuntimeService(sim), ImageService(sim)])
         await trio_asyncio.aio_as_trio(server.start)(path=socket_path)

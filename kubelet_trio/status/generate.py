@@ -383,14 +383,21 @@ def active_deadline_exceeded(pod: Pod, status: PodStatus | None, now: Timestamp)
     return elapsed.total_seconds() >= deadline
 
 
-def apply_active_deadline(pod: Pod, status: PodStatus, now: Timestamp) -> PodStatus:
-    """``status`` turned Failed/``DeadlineExceeded`` if the active deadline passed (a terminal phase is
-    kept). :func:`generate_api_pod_status` already applies it, with conditions to match."""
-    if status.phase in TERMINAL_PHASES or not active_deadline_exceeded(pod, status, now):
-        return status
+def _deadline_exceeded(pod: Pod, status: PodStatus, now: Timestamp) -> PodStatus | None:
+    """``status`` as Failed/``DeadlineExceeded`` when the active deadline has passed, else None."""
+    if not active_deadline_exceeded(pod, status, now):
+        return None
     return attrs.evolve(
         status, phase=FAILED, reason=DEADLINE_EXCEEDED_REASON, message=DEADLINE_EXCEEDED_MESSAGE
     )
+
+
+def apply_active_deadline(pod: Pod, status: PodStatus, now: Timestamp) -> PodStatus:
+    """``status`` turned Failed/``DeadlineExceeded`` if the active deadline passed (a terminal phase is
+    kept). :func:`generate_api_pod_status` already applies it, with conditions to match."""
+    if status.phase in TERMINAL_PHASES:
+        return status
+    return _deadline_exceeded(pod, status, now) or status
 
 
 def generate_api_pod_status(
@@ -447,6 +454,16 @@ def generate_api_pod_status(
         is_init=True,
         reasons=reasons,
     )
+    # Ephemeral containers: converted like regular ones, never probed (no ready/started from probes).
+    ephemeral_statuses = convert_container_statuses(
+        pod,
+        runtime_status,
+        old.ephemeral_container_statuses,
+        spec.ephemeral_containers or (),
+        has_init_containers=has_init,
+        is_init=False,
+        reasons=reasons,
+    )
     statuses = _apply_probe_results(
         spec.containers or (), statuses, is_init=False, readiness=readiness, started=started
     )
@@ -462,12 +479,14 @@ def generate_api_pod_status(
         pod_has_initialized=_has_any_active_regular_container_started(spec, runtime_status),
         is_static=is_static,
     )
-    # Phases are monotonic: a terminal phase seen before is kept.
-    if phase not in TERMINAL_PHASES:
-        if old.phase in TERMINAL_PHASES:
-            phase = old.phase
-        elif api_status.phase in TERMINAL_PHASES:
-            phase = api_status.phase
+    # Phases are monotonic: a terminal phase seen before is kept - also over another terminal phase
+    # computed now (a pod failed for its deadline whose container then exits 0 on SIGTERM stays
+    # Failed), and with it the reason and message it was given.
+    already_terminal = old.phase in TERMINAL_PHASES or api_status.phase in TERMINAL_PHASES
+    if old.phase in TERMINAL_PHASES:
+        phase = old.phase
+    elif api_status.phase in TERMINAL_PHASES and phase not in TERMINAL_PHASES:
+        phase = api_status.phase
     reason: str | None = None
     message: str | None = None
     if phase == old.phase:  # the reason and message belong to the phase
@@ -476,7 +495,9 @@ def generate_api_pod_status(
 
     start_time = old.start_time or api_status.start_time or now_text
     status = PodStatus(phase=phase, reason=reason, message=message, start_time=start_time)
-    status = apply_active_deadline(pod, status, moment)
+    if not already_terminal:
+        # Go's active deadline handler overrides the computed phase, terminal or not.
+        status = _deadline_exceeded(pod, status, moment) or status
     if api_status.phase in TERMINAL_PHASES and status.phase != api_status.phase:
         logger.error(
             "pod attempted illegal phase transition pod=%s/%s pod_uid=%s original_phase=%s new_phase=%s",
@@ -505,8 +526,11 @@ def generate_api_pod_status(
     conditions.append(pod_scheduled_condition())
 
     # IPs: the pod's from the runtime (one per family, node family first); host-network pods get the
-    # node's; hostIP(s) from the node.
+    # node's; hostIP(s) from the node. Once no sandbox is ready the runtime reports none: the last known
+    # ones stay (a finished pod keeps its podIP, as Go's PLEG and SyncTerminatingPod keep them).
     pod_ips = _sort_pod_ips(runtime_status.ips, node_ips)
+    if not pod_ips and not any(s.ready for s in runtime_status.sandbox_statuses):
+        pod_ips = [ip.ip for ip in old.pod_ips or () if ip.ip] or ([old.pod_ip] if old.pod_ip else [])
     if spec.host_network and not pod_ips and node_ips:
         pod_ips = [node_ips[0]]
         if len(node_ips) > 1 and _ip_family(node_ips[1]) != _ip_family(node_ips[0]):
@@ -522,5 +546,6 @@ def generate_api_pod_status(
         pod_ips=tuple(PodIP(ip=ip) for ip in pod_ips) or None,
         init_container_statuses=init_statuses or None,
         container_statuses=statuses,
+        ephemeral_container_statuses=ephemeral_statuses or None,
         qos_class=pod_qos(pod),
     )

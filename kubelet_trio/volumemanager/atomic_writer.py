@@ -10,6 +10,10 @@ user-visible names are symlinks through ``..data``::
     <dir>/..2024_05_01_10_00_00.123456789/labels
 
 Nothing is written when the payload equals what ``..data`` shows. Blocking; callers use ``run_sync``.
+
+Modes as Go's: the timestamped directory and any sub-directory of a path are 0755 whatever the umask,
+and each file has exactly its projection's mode (``defaultMode``/``items[].mode``). A file is created
+0600 and only then given its mode, so a 0400 secret is never readable by others, not even while written.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
+from kubelet_trio.fsio import make_dirs
+
 __all__ = ["DATA_DIR_NAME", "AtomicWriter", "FileProjection", "PayloadError", "validate_payload"]
 
 logger = logging.getLogger(__name__)
@@ -32,6 +38,8 @@ DATA_DIR_NAME = "..data"
 NEW_DATA_DIR_NAME = "..data_tmp"
 MAX_PATH_LENGTH = 4096
 MAX_FILE_NAME_LENGTH = 255
+DIR_MODE = 0o755
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class PayloadError(ValueError):
@@ -74,6 +82,20 @@ def _top_level(path: str) -> str:
     return path.split("/", 1)[0]
 
 
+def _write_file(full: str, projection: FileProjection) -> None:
+    for directory in make_dirs(os.path.dirname(full), DIR_MODE):
+        os.chmod(directory, DIR_MODE)
+    fd = os.open(full, _CREATE_FLAGS, 0o600)
+    try:
+        with open(fd, "wb", closefd=False) as f:
+            f.write(projection.data)
+        if projection.fs_user is not None:
+            os.fchown(fd, projection.fs_user, -1)
+        os.fchmod(fd, projection.mode)
+    finally:
+        os.close(fd)
+
+
 @attrs.define(eq=False)
 class AtomicWriter:
     target_dir: str
@@ -98,16 +120,10 @@ class AtomicWriter:
         ts_dir = tempfile.mkdtemp(
             prefix=dt.datetime.now(dt.UTC).strftime("..%Y_%m_%d_%H_%M_%S."), dir=self.target_dir
         )
-        os.chmod(ts_dir, 0o755)
+        os.chmod(ts_dir, DIR_MODE)
         try:
             for path, projection in cleaned.items():
-                full = os.path.join(ts_dir, path)
-                os.makedirs(os.path.dirname(full), mode=0o755, exist_ok=True)
-                with open(full, "wb") as f:
-                    f.write(projection.data)
-                os.chmod(full, projection.mode)
-                if projection.fs_user is not None:
-                    os.chown(full, projection.fs_user, -1)
+                _write_file(os.path.join(ts_dir, path), projection)
             if set_perms is not None:
                 set_perms(ts_dir)
             self._create_user_visible(cleaned)

@@ -1,8 +1,11 @@
 """emptyDir volumes (Go: ``pkg/volume/emptydir/empty_dir.go``).
 
 A directory (mode 0777) under the pod's volume directory; with ``medium: Memory`` a tmpfs mounted there,
-sized by ``sizeLimit``, else by the pod's memory limit, else by the node's allocatable memory. The volume
-lives as long as the pod: created before its first container starts, removed after its last stops.
+sized by ``sizeLimit``, else by the pod's memory limit, else by the node's allocatable memory, whose root
+keeps the tmpfs default 1777 (Go mounts over the 0777 directory and never changes the mode after). The
+volume lives as long as the pod: created before its first container starts, removed after its last stops.
+The same directory setup (:func:`setup_dir`) is the root of the configMap, secret, downwardAPI and
+projected volumes, which Go builds on an emptyDir.
 
 ``sizeLimit`` of a disk-backed emptyDir is not enforced (the Go kubelet's eviction manager does that).
 """
@@ -12,11 +15,13 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import stat
 from collections.abc import Sequence
 
 from kubelet_trio.api import Container, EmptyDirVolumeSource, Pod
-from kubelet_trio.fsio import RunSync
+from kubelet_trio.fsio import RunSync, make_dirs
 from kubelet_trio.kuberuntime.resources import NodeAllocatable
+from kubelet_trio.volumemanager.datadirs import make_plugin_dir
 from kubelet_trio.volumemanager.mounter import Mounter, MountFailed
 from kubelet_trio.volumemanager.ownership import set_volume_ownership
 
@@ -25,6 +30,7 @@ __all__ = [
     "memory_volume_size",
     "mount_tmpfs_once",
     "set_up_empty_dir",
+    "setup_dir",
 ]
 
 logger = logging.getLogger(__name__)
@@ -68,16 +74,22 @@ def memory_volume_size(
     return None
 
 
-def _make_dir(path: str) -> None:
-    os.makedirs(path, exist_ok=True)
-    os.chmod(path, EMPTY_DIR_MODE)
+def setup_dir(path: str) -> None:
+    """Go's ``setupDir``: the volume directory with mode 0777 whatever the umask (its ``volumes/<plugin>``
+    parent 0750). Only the permission bits are compared, so a mounted tmpfs root keeps its sticky bit and
+    an fsGroup's setgid bit stays. Blocking."""
+    make_plugin_dir(path)
+    make_dirs(path, EMPTY_DIR_MODE)
+    mode = stat.S_IMODE(os.lstat(path).st_mode)
+    if mode & 0o777 != EMPTY_DIR_MODE:
+        os.chmod(path, EMPTY_DIR_MODE)
 
 
 async def mount_tmpfs_once(
     path: str, size: int | None, *, mounter: Mounter, run_sync: RunSync, why: str
 ) -> None:
     """Create ``path`` and mount a tmpfs there unless one is mounted already. Raises MountFailed."""
-    await run_sync(os.makedirs, path, 0o750, True)
+    await run_sync(setup_dir, path)
     if await run_sync(mounter.is_mount_point, path):
         return
     try:
@@ -105,6 +117,5 @@ async def set_up_empty_dir(
         size = memory_volume_size(pod, source, allocatable)
         await mount_tmpfs_once(path, size, mounter=mounter, run_sync=run_sync, why="a memory-backed emptyDir")
     else:
-        await run_sync(os.makedirs, path, 0o750, True)
-    await run_sync(_make_dir, path)
+        await run_sync(setup_dir, path)
     await run_sync(set_volume_ownership, path, fs_group, False)

@@ -9,6 +9,7 @@ import stat
 
 from kubelet_trio.api import HostPathVolumeSource
 from kubelet_trio.api.validation import HOST_PATH_TYPES  # the one list of valid types
+from kubelet_trio.fsio import make_dirs
 
 __all__ = ["HOST_PATH_TYPES", "check_host_path"]
 
@@ -57,7 +58,7 @@ def check_host_path(source: HostPathVolumeSource) -> str:
     actual = _kind(path)
     if kind == "DirectoryOrCreate":
         if actual is None:
-            os.makedirs(path, mode=0o755, exist_ok=True)
+            make_dirs(path, 0o755)  # parents too, as Go's MkdirAll
             return path
         kind = "Directory"
     elif kind == "FileOrCreate":

@@ -13,6 +13,10 @@ Secret, downwardAPI and projected volumes are written to a tmpfs (Go wraps them 
 emptyDir) so secrets and tokens never reach a disk; configMap volumes are on disk, as in Go. Mounting
 needs root: ``memory_backed`` None means "when running as root", so a kubelet embedded in an unprivileged
 test harness writes them to disk instead (logged once).
+
+Modes are Go's (see :mod:`~kubelet_trio.volumemanager.datadirs`): the directories above a volume are 0750,
+so no other local user reaches its files; a volume root is 0777 (a tmpfs root keeps its 1777) and its
+files have the modes the pod asked for, which is all a container sees through its bind mount.
 """
 
 from __future__ import annotations
@@ -32,11 +36,16 @@ from kubelet_trio.kuberuntime.envvars import NO_OBJECTS, ObjectStore
 from kubelet_trio.kuberuntime.resources import NodeAllocatable
 from kubelet_trio.token import STANDALONE_ERROR, TokenError, TokenRequest
 from kubelet_trio.volumemanager.atomic_writer import AtomicWriter, FileProjection
-from kubelet_trio.volumemanager.emptydir import memory_volume_size, mount_tmpfs_once, set_up_empty_dir
+from kubelet_trio.volumemanager.emptydir import (
+    memory_volume_size,
+    mount_tmpfs_once,
+    set_up_empty_dir,
+    setup_dir,
+)
 from kubelet_trio.volumemanager.errors import MountError, VolumeError
 from kubelet_trio.volumemanager.hostpath import check_host_path
 from kubelet_trio.volumemanager.mounter import Mounter, SystemMounter
-from kubelet_trio.volumemanager.ownership import set_volume_ownership
+from kubelet_trio.volumemanager.ownership import set_dir_ownership, set_volume_ownership
 from kubelet_trio.volumemanager.paths import (
     CONFIG_MAP_PLUGIN,
     DOWNWARD_API_PLUGIN,
@@ -60,7 +69,6 @@ __all__ = ["MountedVolume", "VolumeManager", "referenced_volumes"]
 logger = logging.getLogger(__name__)
 
 PodEvent = Callable[[Pod, str, str, str], None]
-PROJECTED_DIR_MODE = 0o777
 
 
 class TokenSource(Protocol):
@@ -93,10 +101,11 @@ def referenced_volumes(pod: Pod) -> list[Volume]:
 def _write_projection(
     path: str, payload: Mapping[str, FileProjection], fs_group: int | None, context: str
 ) -> None:
-    os.makedirs(path, exist_ok=True)
-    os.chmod(path, PROJECTED_DIR_MODE)
+    """Project into the volume root set up before (a tmpfs, or :func:`setup_dir` on disk); with an
+    fsGroup the new files get it before they are published, and the root too (Go walks the volume)."""
     writer = AtomicWriter(path, context)
     writer.write(payload, lambda ts_dir: set_volume_ownership(ts_dir, fs_group, read_only=True))
+    set_dir_ownership(path, fs_group, read_only=True)
 
 
 def _remove_volumes(volumes_dir: str, is_mount_point: Callable[[str], bool]) -> list[str]:
@@ -210,6 +219,8 @@ class VolumeManager:
             await mount_tmpfs_once(
                 path, size, mounter=self.mounter, run_sync=self.run_sync, why=f"a {kind} volume"
             )
+        else:
+            await self.run_sync(setup_dir, path)
         await self.run_sync(_write_projection, path, payload, fs_group, context)
         return MountedVolume(name, kind, path, read_only=True)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import stat
 
-__all__ = ["set_volume_ownership"]
+__all__ = ["set_dir_ownership", "set_volume_ownership"]
 
 RW_MASK = 0o660
 RO_MASK = 0o440
@@ -25,6 +25,13 @@ def _apply(path: str, fs_group: int, read_only: bool) -> None:
     if stat.S_ISDIR(info.st_mode):
         mask |= stat.S_ISGID | EXEC_MASK
     os.chmod(path, stat.S_IMODE(info.st_mode) | mask)
+
+
+def set_dir_ownership(path: str, fs_group: int | None, read_only: bool = False) -> None:
+    """Only ``path`` itself: the root of a volume whose files the atomic writer handed to
+    :func:`set_volume_ownership` before publishing them. Blocking."""
+    if fs_group is not None:
+        _apply(path, fs_group, read_only)
 
 
 def set_volume_ownership(root: str, fs_group: int | None, read_only: bool = False) -> None:

@@ -126,7 +126,7 @@ async def open_api_node(
         kubelet_config = KubeletConfig(
             node_name=name,
             pod_logs_dir=f"{tmp}/pod-logs",
-            root_dir=f"{tmp}/root",
+            root_dir=config.pop("root_dir", f"{tmp}/root"),
             node_ips=config.pop("node_ips", ("192.0.2.10",)),
             **config,
         )
@@ -183,7 +183,12 @@ def write_kubeconfig(path: Path, url: str, token: str) -> Path:
 
 @contextlib.asynccontextmanager
 async def open_containerd_api_node(
-    cri_env: LocalCriEnvironment, tmp_path: Path, node_name: str, **node_options: Any
+    cri_env: LocalCriEnvironment,
+    tmp_path: Path,
+    node_name: str,
+    *,
+    options: ApiModeOptions | None = None,
+    **node_options: Any,
 ) -> AsyncIterator[tuple[FakeApi, ApiClient, Runtime, Any]]:
     """An API-mode node on real containerd behind the fake API server, reached over loopback HTTP through
     a kubeconfig; every pod of the runtime is removed afterwards."""
@@ -200,7 +205,7 @@ async def open_containerd_api_node(
                     sim=runtime,
                     client=client,
                     run_sync=run_in_thread,
-                    options=ApiModeOptions(machine=MACHINE),
+                    options=options or ApiModeOptions(machine=MACHINE),
                     **node_options,
                 ) as node,
             ):

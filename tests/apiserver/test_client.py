@@ -1,4 +1,4 @@
-"""The API client against the in-process fake API server (MockClock) and over real TLS (hypercorn)."""
+"""The API client against the in-process fake API server (MockClock) and over real TLS on loopback."""
 
 from __future__ import annotations
 

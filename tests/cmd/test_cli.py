@@ -58,6 +58,8 @@ def test_flags_override_the_config_file(tmp_path: Path) -> None:
         "json",
         "--v",
         "0",
+        "--root-dir",
+        str(tmp_path / "root"),
     ]
     from_file = run_cli("--config", str(config), *common)
     assert from_file.returncode == 0, from_file.stderr
@@ -86,8 +88,9 @@ def test_unknown_keys_warn_and_name_them(tmp_path: Path) -> None:
     config = tmp_path / "kubelet.yaml"
     config.write_text(HEADER + "staticPodPath: pods\nclusterDNS: [10.0.0.10]\nfeatureGates: {Foo: true}\n")
     result = run_cli(
-        "--config", str(config), "--runonce", "--runtime", "sim", "--pod-logs-dir", str(tmp_path / "l")
-    )
+        "--config", str(config), "--runonce", "--runtime", "sim", "--pod-logs-dir", str(tmp_path / "l"),
+        "--root-dir", str(tmp_path / "root"),
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "unknown or unsupported" in line]
     assert len(warnings) == 1

@@ -15,6 +15,7 @@ from tests.envtest.conftest import EnvtestCluster
 from tests.fakeapi.tokens import decode_token
 
 NODE = "envtest-node"
+LEASE = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{NODE}"
 
 
 async def poll(predicate: Any, client: ApiClient) -> None:
@@ -33,6 +34,14 @@ async def node_ready(client: ApiClient) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions", ()))
 
 
+async def lease_exists(client: ApiClient) -> bool:
+    try:
+        await client.get(LEASE)
+    except NotFound:
+        return False
+    return True
+
+
 async def test_node_registers_and_runs_a_pod_on_a_real_api_server(envtest: EnvtestCluster) -> None:
     pods = "/api/v1/namespaces/default/pods"
     with trio.fail_after(120):
@@ -41,8 +50,14 @@ async def test_node_registers_and_runs_a_pod_on_a_real_api_server(envtest: Envte
             open_api_node(None, NODE, client=client) as node,
         ):
             await poll(node_ready, client)
-            lease = await client.get(f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{NODE}")
+            # The lease follows the node (it is owned by it): created after registration, not before.
+            await poll(lease_exists, client)
+            lease = await client.get(LEASE)
             assert lease["spec"]["holderIdentity"] == NODE
+            node_uid = (await client.get(f"/api/v1/nodes/{NODE}"))["metadata"]["uid"]
+            assert [(o["kind"], o["name"], o["uid"]) for o in lease["metadata"]["ownerReferences"]] == [
+                ("Node", NODE, node_uid)
+            ]
 
             # A static pod gets a mirror pod.
             await node.set_static_pods(pod_manifest("static-web", {"app": "run"}, node=NODE))
@@ -107,6 +122,8 @@ async def test_objects_tokens_and_label_patches_on_a_real_api_server(envtest: En
                 "reader",
                 {"app": "run"},
                 node=NODE,
+                # what ServiceAccount admission (off here) sets; required with a serviceAccountToken source
+                serviceAccountName="default",
                 volumes=[
                     {"name": "cfg", "configMap": {"name": "settings"}},
                     {

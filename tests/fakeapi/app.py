@@ -1,16 +1,20 @@
 """The fake API server as an ASGI app: REST routes over :class:`FakeStore`, watch streams, fault hooks.
 
 Routes: core ``/api/v1`` (cluster-scoped nodes and namespaces, namespaced pods, events, configmaps,
-secrets, serviceaccounts) and ``/apis/coordination.k8s.io/v1`` leases; ``/version``, ``/healthz``;
+secrets, serviceaccounts), ``/apis/coordination.k8s.io/v1`` leases and ``/apis/node.k8s.io/v1``
+runtimeclasses (each resource only under its own group's path); ``/version``, ``/healthz``;
 TokenReview and SubjectAccessReview creation, answered from :attr:`FakeApiApp.tokens` and
 :attr:`FakeApiApp.allowed`; TokenRequest (``serviceaccounts/<name>/token``, :mod:`tests.fakeapi.tokens`).
 Verbs: GET (list, ``watch=true``), POST, PUT, PATCH (``application/merge-patch+json``; also accepted as
-``strategic-merge-patch+json`` for the fields the kubelet writes), DELETE with ``DeleteOptions``.
+``strategic-merge-patch+json`` for the fields the kubelet writes), DELETE with ``DeleteOptions``. Pods
+have the ``status`` and ``ephemeralcontainers`` subresources (GET, PUT, PATCH).
 
 ``GET .../pods/<name>/log`` is proxied, as the API server does for ``kubectl logs``, to the pod's node:
 ``https://<InternalIP>:<daemonEndpoints.kubeletEndpoint.Port>/containerLogs/...`` with the client
 certificate in :attr:`FakeApiApp.kubelet_tls` (``--kubelet-client-certificate``); the kubelet's answer
-(status and body) is passed back.
+(status and body) is passed back. ``pods/exec``, ``pods/attach`` and ``pods/portforward`` upgrade requests
+(SPDY or WebSocket, from ``kubectl exec``/``attach``/``port-forward``/``cp``) go the same way to the
+node's ``/exec``, ``/attach`` and ``/portForward`` and are then copied both ways byte for byte.
 
 Watches stream newline-delimited JSON events, send BOOKMARKs every ``bookmark_interval`` seconds when
 asked to (``allowWatchBookmarks``), end after ``timeoutSeconds``, and answer an expired resourceVersion
@@ -26,13 +30,16 @@ import re
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
 import attrs
 import httpx
 import trio
 
-from tests.fakeapi.store import FakeApiError, FakeStore, Obj
+from kubelet_trio.httpserver.http11 import UPGRADE_EXTENSION
+from kubelet_trio.server.proxy import StreamProxy
+from tests.fakeapi.discovery import discovery
+from tests.fakeapi.store import RESOURCES, FakeApiError, FakeStore, Obj
 from tests.fakeapi.tokens import TokenIssuer
 
 logger = logging.getLogger(__name__)
@@ -42,15 +49,23 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 _NAMESPACED = re.compile(
-    r"^/(?:api/v1|apis/[^/]+/[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<resource>[a-z]+)"
+    r"^/(?P<prefix>api/v1|apis/[^/]+/[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<resource>[a-z]+)"
     r"(?:/(?P<name>[^/]+)(?:/(?P<sub>[a-z]+))?)?$"
 )
 _CLUSTER = re.compile(
-    r"^/(?:api/v1|apis/[^/]+/[^/]+)/(?P<resource>[a-z]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>status))?)?$"
+    r"^/(?P<prefix>api/v1|apis/[^/]+/[^/]+)/(?P<resource>[a-z]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>status))?)?$"
 )
 
 
+def _group_prefix(api_version: str) -> str:
+    """Where a group/version is served: ``api/v1`` for core, ``apis/<group>/<version>`` else."""
+    return "api/v1" if api_version == "v1" else f"apis/{api_version}"
+
+
 _POD_LOG = re.compile(r"^/api/v1/namespaces/[^/]+/pods/[^/]+/log$")
+_POD_STREAM = re.compile(r"^/api/v1/namespaces/[^/]+/pods/[^/]+/(?P<sub>exec|attach|portforward)$")
+#: PodExecOptions/PodAttachOptions fields → the kubelet's query parameters (Go: ``streamParams``).
+_STREAM_PARAMS = {"stdin": "input", "stdout": "output", "stderr": "error", "tty": "tty"}
 
 
 @attrs.frozen
@@ -163,6 +178,9 @@ class FakeApiApp:
             if method == "GET" and _POD_LOG.match(path):
                 await self._pod_log(path, query, send)
                 return
+            if method in ("GET", "POST") and _POD_STREAM.match(path):
+                await self._pod_stream(scope, path, send)
+                return
             code, answer = self._handle(method, path, query, decoded)
         except FakeApiError as err:
             await _respond(send, err.code, err.status())
@@ -170,20 +188,21 @@ class FakeApiApp:
         await _respond(send, code, answer)
 
     def _route(self, path: str) -> tuple[str, str | None, str | None, str | None]:
-        """(resource, namespace, name, subresource)."""
-        match = _NAMESPACED.match(path)
-        if match:
-            return match["resource"], match["ns"], match["name"], match["sub"]
-        match = _CLUSTER.match(path)
-        if match:
-            return match["resource"], None, match["name"], match["sub"]
-        raise FakeApiError(404, "NotFound", f"the server could not find the requested resource {path}")
+        """(resource, namespace, name, subresource); a resource asked for under another API group's
+        path is not found, as on a real server."""
+        match = _NAMESPACED.match(path) or _CLUSTER.match(path)
+        rtype = RESOURCES.get(match["resource"]) if match else None
+        if match is None or (rtype is not None and match["prefix"] != _group_prefix(rtype.api_version)):
+            raise FakeApiError(404, "NotFound", f"the server could not find the requested resource {path}")
+        return match["resource"], match.groupdict().get("ns"), match["name"], match["sub"]
 
     def _handle(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Obj]:
         if path in ("/healthz", "/readyz", "/livez"):
             return 200, {"status": "ok"}
         if path == "/version":
             return 200, {"major": "1", "minor": "33", "gitVersion": "v1.33.0-fake"}
+        if method == "GET" and (document := discovery(path)) is not None:
+            return 200, document
         if method == "POST" and path == "/apis/authentication.k8s.io/v1/tokenreviews":
             return 201, self._token_review(body)
         if method == "POST" and path == "/apis/authorization.k8s.io/v1/subjectaccessreviews":
@@ -265,6 +284,76 @@ class FakeApiApp:
         headers = [(b"content-type", answer.headers.get("content-type", "text/plain").encode())]
         await send({"type": "http.response.start", "status": answer.status_code, "headers": headers})
         await send({"type": "http.response.body", "body": answer.content, "more_body": False})
+
+    def _kubelet_base(self, pod: Obj) -> str:
+        """``https://<InternalIP>:<kubelet port>`` of the pod's node."""
+        name = pod["metadata"]["name"]
+        node_name = pod["spec"].get("nodeName")
+        if not node_name:
+            raise FakeApiError(400, "BadRequest", f"pod {name} does not have a host assigned")
+        status = self.store.get("nodes", None, node_name).get("status") or {}
+        ips = [a["address"] for a in status.get("addresses") or () if a["type"] == "InternalIP"]
+        port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")
+        if not ips or not port:
+            raise FakeApiError(500, "InternalError", f"node {node_name} has no InternalIP or kubelet port")
+        return f"https://{ips[0]}:{port}"
+
+    async def _pod_stream(self, scope: Scope, path: str, send: Send) -> None:
+        """``pods/exec``, ``pods/attach``, ``pods/portforward``: the client's upgrade request goes to the
+        node's ``/exec``, ``/attach`` or ``/portForward`` (with the kubelet client certificate) and the
+        upgraded connection is copied both ways, as the API server's UpgradeAwareHandler does."""
+        match = _POD_STREAM.match(path)
+        assert match is not None
+        _, namespace, name, _ = self._route(path.rsplit("/", 1)[0])
+        assert namespace is not None and name is not None
+        query = parse_qs(scope.get("query_string", b"").decode(), keep_blank_values=True)
+        pod = self.store.get("pods", namespace, name)
+        base = self._kubelet_base(pod)
+        params: list[tuple[str, str]] = []
+        if match["sub"] == "portforward":
+            target = f"/portForward/{namespace}/{name}"
+            params += [("ports", p) for p in query.get("ports", ())]
+        else:
+            spec = pod["spec"]
+            names = [c["name"] for c in spec["containers"]]
+            container = (query.get("container") or [""])[-1] or (names[0] if len(names) == 1 else "")
+            if not container:
+                raise FakeApiError(
+                    400,
+                    "BadRequest",
+                    f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]",
+                )
+            every = [
+                *names,
+                *(
+                    c["name"]
+                    for key in ("initContainers", "ephemeralContainers")
+                    for c in spec.get(key) or ()
+                ),
+            ]
+            if container not in every:
+                raise FakeApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
+            target = f"/{match['sub']}/{namespace}/{name}/{container}"
+            params += [
+                (ours, "1")
+                for theirs, ours in _STREAM_PARAMS.items()
+                if (query.get(theirs) or [""])[-1] == "true"
+            ]
+            params += [("command", c) for c in query.get("command", ())]
+        take = (scope.get("extensions") or {}).get(UPGRADE_EXTENSION, {}).get("take")
+        if take is None:
+            raise FakeApiError(400, "BadRequest", "Upgrade request required")
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", ())]
+        url = f"{base}{target}?{urlencode(params)}"
+        if self.kubelet_tls is not None:
+            context = self.kubelet_tls
+        else:
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        await StreamProxy(idle_timeout=0).proxy(
+            await take(), url, scope["method"], headers, ssl_context=context
+        )
 
     def _token_review(self, body: Any) -> Obj:
         token = ((body or {}).get("spec") or {}).get("token", "")

@@ -2,24 +2,25 @@
 
 ``open_fake_api`` is what MockClock tests use: a :class:`FakeApi` with the store, the ASGI app, the
 streaming in-process transport and ``client()`` to open an ``ApiClient`` on it. ``serve_fake_api`` serves
-the same app with hypercorn's Trio worker on 127.0.0.1 (optionally over TLS) for real-time tests and for
-the daemon's ``--kubeconfig`` path.
+the same app on 127.0.0.1 (optionally over TLS) with the kubelet's own HTTP server
+(:mod:`kubelet_trio.httpserver.http11`, which also carries exec/attach/port-forward upgrades) for real-time
+tests and for the daemon's ``--kubeconfig`` path.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import ssl
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
-from hypercorn.config import Config
-from hypercorn.trio import serve
 
 from kubelet_trio.client import ApiClient, RetryPolicy, open_api_client
+from kubelet_trio.httpserver.http11 import HttpServer
 from tests.fakeapi.app import FakeApiApp
 from tests.fakeapi.store import FakeStore, Obj
 from tests.fakeapi.tokens import seed_namespace
@@ -80,6 +81,13 @@ class FakeApi:
     def events(self, namespace: str | None = None) -> list[Obj]:
         return self.store.list("events", namespace)["items"]
 
+    def create_runtime_class(self, name: str, handler: str, *, pod_fixed: Obj | None = None) -> Obj:
+        """A ``node.k8s.io/v1`` RuntimeClass (``pod_fixed``: its ``overhead.podFixed``)."""
+        body: Obj = {"metadata": {"name": name}, "handler": handler}
+        if pod_fixed is not None:
+            body["overhead"] = {"podFixed": pod_fixed}
+        return self.store.create("runtimeclasses", None, body)
+
 
 @contextlib.asynccontextmanager
 async def open_fake_api(
@@ -98,17 +106,20 @@ async def serve_fake_api(
     app: FakeApiApp, *, certfile: Path | None = None, keyfile: Path | None = None
 ) -> AsyncIterator[str]:
     """Serve ``app`` on 127.0.0.1 (an ephemeral port); yields its base URL (https when a cert is given)."""
-    config = Config()
-    config.bind = ["127.0.0.1:0"]
-    config.accesslog = None
-    config.errorlog = None
-    config.graceful_timeout = 0.5
+    sock = trio.socket.socket()
+    await sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    listener: Any = trio.SocketListener(sock)
+    scheme = "http"
     if certfile is not None:
-        config.certfile = str(certfile)
-        config.keyfile = str(keyfile)
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(str(certfile), str(keyfile))
+        listener = trio.SSLListener(listener, context, https_compatible=True)
+        scheme = "https"
+    url = f"{scheme}://127.0.0.1:{sock.getsockname()[1]}"
     async with trio.open_nursery() as nursery:
-        binds = await nursery.start(serve, app, config)
+        await nursery.start(HttpServer(app, scheme=scheme).run, [listener])
         try:
-            yield binds[0]
+            yield url
         finally:
             nursery.cancel_scope.cancel()

@@ -4,9 +4,15 @@ One global resourceVersion counter bumped on every write; ``uid`` and ``creation
 create; 409 for a create of a taken name, a stale ``resourceVersion`` or a failed UID precondition; no-op
 writes do not bump anything; pod deletion is graceful (``deletionTimestamp`` + grace period) unless the
 grace period is 0 or the pod is unbound or terminal; the main resource of pods and nodes never changes
-their status and the ``status`` subresource changes nothing else. Watches replay a bounded history (an
-older resourceVersion is 410 Gone) and then follow live changes, with field-selector transitions turned
-into ADDED/DELETED as a real watch cache does.
+their status and the ``status`` subresource changes nothing else; the ``ephemeralcontainers``
+subresource of pods changes only ``spec.ephemeralContainers`` (:mod:`tests.fakeapi.ephemeral`). Watches
+replay a bounded history (an older resourceVersion is 410 Gone) and then follow live changes, with
+field-selector transitions turned into ADDED/DELETED as a real watch cache does.
+
+RuntimeClasses (``node.k8s.io/v1``, cluster-scoped) are validated as the API server does (``handler``
+required, an RFC 1123 label, immutable), and a pod created with a ``runtimeClassName`` gets the class's
+``overhead.podFixed`` as ``spec.overhead`` (the RuntimeClass admission plugin; a class that does not exist
+is no error at creation, a conflicting overhead is 403).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import contextlib
 import copy
 import datetime as dt
 import math
+import re
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +31,12 @@ import trio
 import trio_util
 
 from kubelet_trio.api import Pod, default_pod
+from tests.fakeapi.ephemeral import (
+    EphemeralContainersInvalid,
+    check_create,
+    check_main_resource_update,
+    update_ephemeral_containers,
+)
 
 Obj = dict[str, Any]
 Key = tuple[str, str]
@@ -56,6 +69,12 @@ class ResourceType:
     namespaced: bool = True
     has_status: bool = False
 
+    @property
+    def qualified(self) -> str:
+        """``pods``, ``leases.coordination.k8s.io``: how API errors name the resource."""
+        group = self.api_version.rpartition("/")[0]
+        return f"{self.name}.{group}" if group else self.name
+
 
 RESOURCES = {
     r.name: r
@@ -68,8 +87,31 @@ RESOURCES = {
         ResourceType("secrets", "Secret", "v1"),
         ResourceType("serviceaccounts", "ServiceAccount", "v1"),
         ResourceType("leases", "Lease", "coordination.k8s.io/v1"),
+        ResourceType("runtimeclasses", "RuntimeClass", "node.k8s.io/v1", namespaced=False),
     )
 }
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _validate_runtime_class(obj: Obj, current: Obj | None) -> None:
+    name = (obj.get("metadata") or {}).get("name", "")
+    handler = obj.get("handler")
+
+    def invalid(detail: str) -> FakeApiError:
+        return FakeApiError(
+            422, "Invalid", f'RuntimeClass.node.k8s.io "{name}" is invalid: handler: {detail}'
+        )
+
+    if not handler:
+        raise invalid("Required value")
+    if len(handler) > 63 or not _DNS1123_LABEL.match(handler):
+        raise invalid(
+            f'Invalid value: "{handler}": a lowercase RFC 1123 label must consist of lower case '
+            "alphanumeric characters or '-', and must start and end with an alphanumeric character"
+        )
+    if current is not None and handler != current.get("handler"):
+        raise invalid(f'Invalid value: "{handler}": field is immutable')
 
 
 def _lookup(obj: Obj, path: str) -> Any:
@@ -201,7 +243,27 @@ class FakeStore:
         return ((namespace or "") if rtype.namespaced else "", name)
 
     def _not_found(self, rtype: ResourceType, name: str) -> FakeApiError:
-        return FakeApiError(404, "NotFound", f'{rtype.name} "{name}" not found')
+        return FakeApiError(404, "NotFound", f'{rtype.qualified} "{name}" not found')
+
+    def _apply_runtime_class(self, pod: Obj) -> None:
+        """The RuntimeClass admission plugin on pod creation: the class's fixed overhead."""
+        spec = pod.get("spec") or {}
+        name = pod["metadata"]["name"]
+        class_name = spec.get("runtimeClassName")
+        if not class_name:
+            return
+        runtime_class = self._table("runtimeclasses").get(("", class_name))
+        fixed = ((runtime_class or {}).get("overhead") or {}).get("podFixed")
+        if not fixed:
+            return
+        if spec.get("overhead") not in (None, fixed):
+            raise FakeApiError(
+                403,
+                "Forbidden",
+                f'pods "{name}" is forbidden: pod rejected: '
+                "Pod's Overhead doesn't match RuntimeClass's defined Overhead",
+            )
+        spec["overhead"] = copy.deepcopy(fixed)
 
     def _record(self, change: Change) -> None:
         self._history.append(change)
@@ -254,8 +316,15 @@ class FakeStore:
         meta["uid"] = self.new_uid()
         meta["creationTimestamp"] = rfc3339(self.now())
         if resource == "pods":
+            try:
+                check_create(obj)
+            except EphemeralContainersInvalid as err:
+                raise FakeApiError(422, "Invalid", str(err)) from None
+            self._apply_runtime_class(obj)
             obj = default_pod(Pod.from_dict(obj)).to_dict()
             obj["status"] = {"phase": "Pending"}
+        if resource == "runtimeclasses":
+            _validate_runtime_class(obj, None)
         self._decorate(rtype, obj)
         self._bump(obj)
         table[key] = obj
@@ -343,9 +412,19 @@ class FakeStore:
                 result["status"] = copy.deepcopy(wanted["status"])
             else:
                 result.pop("status", None)
+        elif subresource == "ephemeralcontainers" and resource == "pods":
+            try:
+                result = update_ephemeral_containers(current, wanted)
+            except EphemeralContainersInvalid as err:
+                raise FakeApiError(422, "Invalid", str(err)) from None
         elif subresource is not None:
             raise self._not_found(rtype, f"{name}/{subresource}")
         else:
+            if resource == "pods":
+                try:
+                    check_main_resource_update(current, wanted)
+                except EphemeralContainersInvalid as err:
+                    raise FakeApiError(422, "Invalid", str(err)) from None
             result = copy.deepcopy(wanted)
             meta = result.setdefault("metadata", {})
             for field in (
@@ -364,6 +443,8 @@ class FakeStore:
                 else:
                     result.pop("status", None)
         self._decorate(rtype, result)
+        if resource == "runtimeclasses":
+            _validate_runtime_class(result, current)
         old_phase = (current.get("status") or {}).get("phase")
         new_phase = (result.get("status") or {}).get("phase")
         if resource == "pods" and old_phase in TERMINAL and new_phase != old_phase:

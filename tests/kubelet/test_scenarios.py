@@ -122,7 +122,7 @@ async def test_crash_loop_backoff_schedule(autojump_clock: trio.testing.MockCloc
         assert delays == [0, 10, 20, 40, 80, 160, 300, 300]
         assert status.phase == "Running"  # restartPolicy Always: a crash-looping pod is Running
         assert any(
-            "back-off 5m0s restarting failed container=app pod=default/crash" in m for m in backoff_messages
+            "back-off 5m0s restarting failed container=app pod=crash_default(" in m for m in backoff_messages
         )
 
 

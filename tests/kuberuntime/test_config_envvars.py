@@ -213,6 +213,34 @@ def test_config_maps_and_secrets() -> None:
     }
     with pytest.raises(EnvError, match='configmap "cfg" not found'):
         make_environment_variables(p, first(p))  # the standalone store knows no objects
+
+
+def test_env_from_skips_invalid_variable_names_with_a_warning() -> None:
+    p = pod(
+        [
+            {
+                "name": "app",
+                "image": "busybox",
+                "envFrom": [
+                    {"configMapRef": {"name": "cfg"}},
+                    {"secretRef": {"name": "sec"}, "prefix": "S_"},
+                ],
+            }
+        ]
+    )
+    store = Store(
+        {("shop", "cfg"): ConfigMap("shop", "cfg", {"2alsobad": "x", "good.key": "1", "1badkey": "y"})},
+        {("shop", "sec"): Secret("shop", "sec", {"ok": b"v", "bad key": b"w"})},
+    )
+    warnings: list[str] = []
+    env = make_environment_variables(p, first(p), objects=store, warnings=warnings)
+    assert dict(env) == {"good.key": "1", "S_ok": "v"}
+    assert warnings == [
+        "Keys [1badkey, 2alsobad] from the EnvFrom configMap shop/cfg were skipped since they are "
+        "considered invalid environment variable names.",
+        "Keys [S_bad key] from the EnvFrom secret shop/sec were skipped since they are "
+        "considered invalid environment variable names.",
+    ]
     missing_key = attrs.evolve(
         first(p),
         env_from=None,

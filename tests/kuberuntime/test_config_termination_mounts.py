@@ -41,9 +41,9 @@ def cri_log(*lines: str, stream: str = "stdout") -> str:
 def test_message_from_file(tmp_path: Path) -> None:
     path = create_termination_message_file(str(tmp_path / "c"))
     assert os.stat(path).st_mode & 0o777 == 0o666
-    Path(path).write_text("bye" + "x" * 5000)
+    Path(path).write_text("hi" + "x" * 5000 + "bye")
     message = termination_message(status(tmp_path, path), "/dev/termination-log", "File")
-    assert message.startswith("bye") and len(message) == 4096
+    assert message.endswith("xbye") and len(message) == 4096  # the last 4 KiB, as Go's tail.ReadAtMost
 
 
 def test_fallback_to_logs_on_error(tmp_path: Path) -> None:
@@ -65,15 +65,20 @@ def test_fallback_to_logs_on_error(tmp_path: Path) -> None:
     )
 
 
-def test_log_tail_is_capped_and_joins_partial_lines(tmp_path: Path) -> None:
+def test_log_tail_keeps_the_last_2k_and_fragments_stay_without_newline(tmp_path: Path) -> None:
+    """Go: the last 80 records through a 2048-byte circular buffer, records as written."""
     log = tmp_path / "1.log"
+    log.write_text(cri_log("x" * 3000, "a", "b") + "2024-05-01T10:00:02Z stdout P DONE\n")
+    end = "\na\nb\nDONE"
+    assert read_last_log_text(str(log)) == "x" * (2048 - len(end)) + end
     log.write_text(
         "2024-05-01T10:00:00Z stderr P par\n"
         "2024-05-01T10:00:00Z stdout F out\n"
-        "2024-05-01T10:00:01Z stderr F tial\n" + cri_log("y" * 3000)
+        "2024-05-01T10:00:01Z stderr F tial\n"
     )
-    text = read_last_log_text(str(log))
-    assert len(text.encode()) == 2048 and text.startswith("out\npartial\nyyy")
+    assert read_last_log_text(str(log)) == "parout\ntial\n"  # in file order, as Go serves them
+    assert read_last_log_text(str(log), lines=1) == "tial\n"
+    assert read_last_log_text(str(tmp_path / "missing.log")) == ""
 
 
 def test_runtime_message_comes_first(tmp_path: Path) -> None:

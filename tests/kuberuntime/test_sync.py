@@ -112,11 +112,11 @@ async def test_crash_loop_backoff_schedule(env: Env, autojump_clock: MockClock) 
     assert delays == [0, 10, 20, 40, 80, 160, 300, 300]  # exact: the loop wakes at each expiry
     assert starts == [0, 1, 12, 33, 74, 155, 316, 617, 918]
     assert messages[:3] == [
-        "back-off 10s restarting failed container=app pod=default/web",
-        "back-off 20s restarting failed container=app pod=default/web",
-        "back-off 40s restarting failed container=app pod=default/web",
+        "back-off 10s restarting failed container=app pod=web_default(uid-1)",
+        "back-off 20s restarting failed container=app pod=web_default(uid-1)",
+        "back-off 40s restarting failed container=app pod=web_default(uid-1)",
     ]
-    assert messages[-1] == "back-off 5m0s restarting failed container=app pod=default/web"
+    assert messages[-1] == "back-off 5m0s restarting failed container=app pod=web_default(uid-1)"
     assert "BackOff" in env.event_reasons()
     # The last start cleared the waiting reason; a sync in backoff sets it.
     assert env.mgr.reasons(pod.uid) == {}
@@ -124,7 +124,7 @@ async def test_crash_loop_backoff_schedule(env: Env, autojump_clock: MockClock) 
     await env.sync(pod)
     assert env.mgr.reasons(pod.uid)["app"] == (
         "CrashLoopBackOff",
-        "back-off 5m0s restarting failed container=app pod=default/web",
+        "back-off 5m0s restarting failed container=app pod=web_default(uid-1)",
     )
     logs = sorted(p.name for p in (env.logs / "default_web_uid-1" / "app").iterdir())
     assert logs == sorted(f"{n}.log" for n in range(9))
@@ -270,7 +270,7 @@ async def test_failing_init_container_is_retried_with_backoff(env: Env, autojump
     await trio.sleep(1)
     result = await env.sync(pod)
     assert start_errors(result) == {
-        "init": ("CrashLoopBackOff", "back-off 10s restarting failed container=init pod=default/web")
+        "init": ("CrashLoopBackOff", "back-off 10s restarting failed container=init pod=web_default(uid-1)")
     }
     assert result.earliest_backoff() == pytest.approx(12)
     # Only the newest exited instance of an init container is kept.

@@ -100,9 +100,11 @@ def test_sandbox_config() -> None:
         network=pb.NamespaceMode.POD, pid=pb.NamespaceMode.NODE, ipc=pb.NamespaceMode.POD
     )
 
+    assert config.linux.sysctls == {}
+
     host = make_pod([app()], hostNetwork=True, hostIPC=True)
     config = generate_pod_sandbox_config(host, 0, node_name="node-a", pod_logs_dir="/logs")
-    assert config.hostname == "node-a"
+    assert config.hostname == ""  # the node's UTS namespace: runc cannot set a hostname there
     assert config.linux is not None and config.linux.security_context is not None
     options = config.linux.security_context.namespace_options
     assert options is not None

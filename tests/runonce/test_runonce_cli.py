@@ -13,7 +13,8 @@ from tests.runonce.pods import CRASH, GOOD_JOB, WEB, missing_image, write_manife
 def runonce(tmp_path: Path, manifests: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "kubelet_trio", "--runonce", "--runtime", "sim", "--hostname-override", "n1",
-         "--pod-manifest-path", str(manifests), "--pod-logs-dir", str(tmp_path / "logs"), *flags],
+         "--pod-manifest-path", str(manifests), "--pod-logs-dir", str(tmp_path / "logs"),
+         "--root-dir", str(tmp_path / "root"), *flags],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
 

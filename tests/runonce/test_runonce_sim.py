@@ -27,7 +27,12 @@ async def run(
     clock = WallClock()
     sim = sim or SimRuntime(clock=clock, run_sync=run_inline)
     scan = scan_manifest_path(str(write_manifests(tmp_path / "manifests", *specs)), NODE)
-    config = KubeletConfig(node_name=NODE, pod_logs_dir=str(tmp_path / "logs"), node_ips=("192.0.2.1",))
+    config = KubeletConfig(
+        node_name=NODE,
+        pod_logs_dir=str(tmp_path / "logs"),
+        root_dir=str(tmp_path / "root"),
+        node_ips=("192.0.2.1",),
+    )
     progress: list[str] = []
     report = await run_once(
         sim,

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import os
 from pathlib import Path
 
 import trio
 import trio.testing
 
 from kubelet_trio.clock import rfc3339_nano
-from kubelet_trio.logs_reader import LogLine, LogParser, read_log
+from kubelet_trio.server.container_logs import MAX_REQUESTS_PER_CONTAINER
 from tests.server.harness import HttpNode, open_test_node, pod_manifest
 
 
@@ -124,18 +126,80 @@ async def test_follow_ends_when_the_client_disconnects(
         assert scope.cancelled_caught  # it followed a running container until we gave up
 
 
-def test_parser_joins_partial_records_and_skips_garbage(tmp_path: Path) -> None:
-    parser = LogParser()
-    lines = parser.feed(b"2024-01-01T00:00:00Z stdout P hel")
-    assert lines == []
-    lines = parser.feed(
-        b"lo\n2024-01-01T00:00:01Z stderr F err\nnot a record\n2024-01-01T00:00:02Z stdout F  world"
-    )
-    assert lines == [LogLine("2024-01-01T00:00:01Z", "stderr", "err")]
-    lines = parser.feed(b"\n")
-    assert lines == [LogLine("2024-01-01T00:00:00Z", "stdout", "hello world")]
-    path = tmp_path / "0.log"
-    path.write_bytes(
-        b"2024-01-01T00:00:00Z stdout F a\n2024-01-01T00:00:00Z stdout F \n2024-01-01T00:00:00Z stdout P tail"
-    )
-    assert [line.text for line in read_log(str(path))] == ["a", "", "tail"]
+def container_id(node: HttpNode, pod_uid: str, container: str = "app") -> str:
+    return node.kubelet.cache.get(pod_uid).instances(container)[0].id
+
+
+async def test_a_fragment_without_newline_is_served_as_printed(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    """``printf value-1``: containerd writes a ``P`` record; Go serves ``value-1``, no newline added."""
+    async with open_test_node(tmp_path) as node, node.client() as client:
+        (pod,) = await node.apply(pod_manifest("printf", {"app": "run"}))
+        await node.wait_running(pod)
+        await node.sim.write_log(container_id(node, pod.uid), "value-1")
+        url = "/containerLogs/default/printf/app"
+        assert (await client.get(url)).text == "value-1"
+        await node.sim.write_log(container_id(node, pod.uid), " and more\nnext")
+        assert (await client.get(url)).text == "value-1 and more\nnext"
+        assert (await client.get(url, params={"tailLines": 1})).text == "next"
+
+
+async def test_concurrent_requests_per_container_are_capped(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    async with open_test_node(tmp_path) as node, node.client() as client:
+        (pod,) = await node.apply(pod_manifest("busy", {"app": 'print "x"; run'}))
+        await node.wait_running(pod)
+        url = "/containerLogs/default/busy/app"
+        async with trio.open_nursery() as followers:
+            for _ in range(MAX_REQUESTS_PER_CONTAINER):
+                followers.start_soon(functools.partial(client.get, url, params={"follow": "true"}))
+            await trio.testing.wait_all_tasks_blocked()
+            refused = await client.get(url)
+            assert refused.status_code == 429
+            assert refused.headers["retry-after"] == "1"
+            assert refused.text == (
+                'too many log requests for container "app" in pod "busy" at once (at most 10);'
+                " try again later\n"
+            )
+            followers.cancel_scope.cancel()  # the clients go away
+        assert (await client.get(url)).text == "x\n"
+
+
+async def test_follow_and_tail_across_rotations(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    async with (
+        open_test_node(
+            tmp_path,
+            container_log_max_size=1000,
+            container_log_max_files=3,
+            container_log_monitor_interval=10,
+        ) as node,
+        node.client() as client,
+    ):
+        (pod,) = await node.apply(pod_manifest("chatty", {"app": "run"}, restart_policy="Never"))
+        await node.wait_running(pod)
+        cid = container_id(node, pod.uid)
+        url = "/containerLogs/default/chatty/app"
+        written = [f"line {i} " + "x" * 200 for i in range(45)]
+        followed: list[str] = []
+
+        async def follow() -> None:
+            followed.append((await client.get(url, params={"follow": "true"})).text)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(follow)
+            for line in written:
+                await trio.sleep(1)
+                await node.sim.write_log(cid, line + "\n")
+            node.sim.crash_container(cid, 0)  # following ends with the container
+        log_dir = log_file(node, "chatty", "app").parent
+        assert len(os.listdir(log_dir)) == 3 and any(name.endswith(".gz") for name in os.listdir(log_dir))
+        assert followed == ["".join(f"{line}\n" for line in written)]  # every line once, in order
+        assert (await client.get(url, params={"tailLines": 12})).text == "".join(
+            f"{line}\n" for line in written[-12:]
+        )
+        kept = (await client.get(url)).text.splitlines()
+        assert kept == written[-len(kept) :] and len(kept) >= 12

@@ -1,4 +1,4 @@
-"""The servers on real sockets (hypercorn's Trio worker): ports, streaming, bind failures."""
+"""The servers on real sockets (kubelet_trio.httpserver.http11): ports, streaming, bind failures."""
 
 from __future__ import annotations
 

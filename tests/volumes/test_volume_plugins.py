@@ -306,7 +306,7 @@ async def test_memory_medium_is_a_real_tmpfs(tmp_path: Path) -> None:
         assert is_mount_point(path)
         fs = os.statvfs(path)
         assert fs.f_blocks * fs.f_frsize == 8 * 2**20
-        assert stat.S_IMODE(os.stat(path).st_mode) == 0o777
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o1777  # the tmpfs root, as Go leaves it
     finally:
         await volumes.unmount_pod("uid-1")
     assert not is_mount_point(path) and not exists(path)

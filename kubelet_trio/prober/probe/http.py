@@ -17,7 +17,7 @@ import httpx
 
 from kubelet_trio.api import Container, HTTPGetAction
 from kubelet_trio.prober.probe.result import MAX_OUTPUT_LENGTH, ProbeError, Result
-from kubelet_trio.prober.probe.tcp import join_host_port
+from kubelet_trio.prober.probe.tcp import dial_error_output, join_host_port
 
 __all__ = [
     "KUBE_VERSION",
@@ -137,6 +137,10 @@ async def http_probe(client: httpx.AsyncClient, request: HttpRequest) -> tuple[R
     url, headers = request
     try:
         response, body = await http_get(client, url, headers)
+    except httpx.ConnectError as err:
+        target = httpx.URL(url)
+        port = target.port or (443 if target.scheme == "https" else 80)
+        return Result.FAILURE, f'Get "{url}": {dial_error_output(target.host, port, err)}'
     except (httpx.HTTPError, ValueError) as err:
         return Result.FAILURE, str(err) if str(err).startswith("Get ") else f'Get "{url}": {err}'
     text = body.decode("utf-8", "replace")

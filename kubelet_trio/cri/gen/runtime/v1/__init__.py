@@ -4,6 +4,8 @@
 # This file has been @generated
 
 __all__ = (
+    "AttachRequest",
+    "AttachResponse",
     "AuthConfig",
     "Capability",
     "CdiDevice",
@@ -28,6 +30,8 @@ __all__ = (
     "CreateContainerResponse",
     "Device",
     "DnsConfig",
+    "ExecRequest",
+    "ExecResponse",
     "ExecSyncRequest",
     "ExecSyncResponse",
     "FilesystemIdentifier",
@@ -78,6 +82,8 @@ __all__ = (
     "PodSandboxStatus",
     "PodSandboxStatusRequest",
     "PodSandboxStatusResponse",
+    "PortForwardRequest",
+    "PortForwardResponse",
     "PortMapping",
     "Protocol",
     "PullImageRequest",
@@ -88,6 +94,8 @@ __all__ = (
     "RemoveImageResponse",
     "RemovePodSandboxRequest",
     "RemovePodSandboxResponse",
+    "ReopenContainerLogRequest",
+    "ReopenContainerLogResponse",
     "RunPodSandboxRequest",
     "RunPodSandboxResponse",
     "RuntimeCondition",
@@ -201,6 +209,30 @@ class SupplementalGroupsPolicy(betterproto2.Enum):
     Merge = 0
 
     Strict = 1
+
+
+@dataclass(eq=False, repr=False)
+class AttachRequest(betterproto2.Message):
+    container_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    stdin: "bool" = betterproto2.field(2, betterproto2.TYPE_BOOL)
+
+    tty: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
+
+    stdout: "bool" = betterproto2.field(4, betterproto2.TYPE_BOOL)
+
+    stderr: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+
+
+default_message_pool.register_message("runtime.v1", "AttachRequest", AttachRequest)
+
+
+@dataclass(eq=False, repr=False)
+class AttachResponse(betterproto2.Message):
+    url: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("runtime.v1", "AttachResponse", AttachResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -728,6 +760,37 @@ class DnsConfig(betterproto2.Message):
 
 
 default_message_pool.register_message("runtime.v1", "DNSConfig", DnsConfig)
+
+
+@dataclass(eq=False, repr=False)
+class ExecRequest(betterproto2.Message):
+    """
+    Streaming requests: the runtime answers with the URL of its streaming server, which the kubelet
+    proxies. With tty, stderr must be false (the runtime merges the streams).
+    """
+
+    container_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    cmd: "list[str]" = betterproto2.field(2, betterproto2.TYPE_STRING, repeated=True)
+
+    tty: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
+
+    stdin: "bool" = betterproto2.field(4, betterproto2.TYPE_BOOL)
+
+    stdout: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+
+    stderr: "bool" = betterproto2.field(6, betterproto2.TYPE_BOOL)
+
+
+default_message_pool.register_message("runtime.v1", "ExecRequest", ExecRequest)
+
+
+@dataclass(eq=False, repr=False)
+class ExecResponse(betterproto2.Message):
+    url: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("runtime.v1", "ExecResponse", ExecResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -1673,6 +1736,28 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
+class PortForwardRequest(betterproto2.Message):
+    pod_sandbox_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    port: "list[int]" = betterproto2.field(2, betterproto2.TYPE_INT32, repeated=True)
+
+
+default_message_pool.register_message(
+    "runtime.v1", "PortForwardRequest", PortForwardRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class PortForwardResponse(betterproto2.Message):
+    url: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "runtime.v1", "PortForwardResponse", PortForwardResponse
+)
+
+
+@dataclass(eq=False, repr=False)
 class PortMapping(betterproto2.Message):
     protocol: "Protocol" = betterproto2.field(
         1, betterproto2.TYPE_ENUM, default_factory=lambda: Protocol(0)
@@ -1777,6 +1862,30 @@ class RemovePodSandboxResponse(betterproto2.Message):
 
 default_message_pool.register_message(
     "runtime.v1", "RemovePodSandboxResponse", RemovePodSandboxResponse
+)
+
+
+@dataclass(eq=False, repr=False)
+class ReopenContainerLogRequest(betterproto2.Message):
+    """
+    Asks the runtime to reopen a container's log file after the kubelet rotated it.
+    """
+
+    container_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "runtime.v1", "ReopenContainerLogRequest", ReopenContainerLogRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class ReopenContainerLogResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message(
+    "runtime.v1", "ReopenContainerLogResponse", ReopenContainerLogResponse
 )
 
 
@@ -2410,6 +2519,24 @@ class RuntimeServiceStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def reopen_container_log(
+        self,
+        message: "ReopenContainerLogRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "ReopenContainerLogResponse":
+
+        return await self._unary_unary(
+            "/runtime.v1.RuntimeService/ReopenContainerLog",
+            message,
+            ReopenContainerLogResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
     async def exec_sync(
         self,
         message: "ExecSyncRequest",
@@ -2423,6 +2550,60 @@ class RuntimeServiceStub(betterproto2_grpclib.ServiceStub):
             "/runtime.v1.RuntimeService/ExecSync",
             message,
             ExecSyncResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def exec(
+        self,
+        message: "ExecRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "ExecResponse":
+
+        return await self._unary_unary(
+            "/runtime.v1.RuntimeService/Exec",
+            message,
+            ExecResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def attach(
+        self,
+        message: "AttachRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "AttachResponse":
+
+        return await self._unary_unary(
+            "/runtime.v1.RuntimeService/Attach",
+            message,
+            AttachResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def port_forward(
+        self,
+        message: "PortForwardRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "PortForwardResponse":
+
+        return await self._unary_unary(
+            "/runtime.v1.RuntimeService/PortForward",
+            message,
+            PortForwardResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,
@@ -2674,7 +2855,27 @@ class RuntimeServiceBase(betterproto2_grpclib.ServiceBase):
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def reopen_container_log(
+        self, message: "ReopenContainerLogRequest"
+    ) -> "ReopenContainerLogResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def exec_sync(self, message: "ExecSyncRequest") -> "ExecSyncResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def exec(self, message: "ExecRequest") -> "ExecResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def attach(self, message: "AttachRequest") -> "AttachResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def port_forward(
+        self, message: "PortForwardRequest"
+    ) -> "PortForwardResponse":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
@@ -2807,12 +3008,45 @@ class RuntimeServiceBase(betterproto2_grpclib.ServiceBase):
         response = await self.container_status(request)
         await stream.send_message(response)
 
+    async def __rpc_reopen_container_log(
+        self,
+        stream: "grpclib.server.Stream[ReopenContainerLogRequest, ReopenContainerLogResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.reopen_container_log(request)
+        await stream.send_message(response)
+
     async def __rpc_exec_sync(
         self, stream: "grpclib.server.Stream[ExecSyncRequest, ExecSyncResponse]"
     ) -> None:
         request = await stream.recv_message()
         assert request is not None
         response = await self.exec_sync(request)
+        await stream.send_message(response)
+
+    async def __rpc_exec(
+        self, stream: "grpclib.server.Stream[ExecRequest, ExecResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.exec(request)
+        await stream.send_message(response)
+
+    async def __rpc_attach(
+        self, stream: "grpclib.server.Stream[AttachRequest, AttachResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.attach(request)
+        await stream.send_message(response)
+
+    async def __rpc_port_forward(
+        self, stream: "grpclib.server.Stream[PortForwardRequest, PortForwardResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.port_forward(request)
         await stream.send_message(response)
 
     async def __rpc_container_stats(
@@ -2924,11 +3158,35 @@ class RuntimeServiceBase(betterproto2_grpclib.ServiceBase):
                 ContainerStatusRequest,
                 ContainerStatusResponse,
             ),
+            "/runtime.v1.RuntimeService/ReopenContainerLog": grpclib.const.Handler(
+                self.__rpc_reopen_container_log,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                ReopenContainerLogRequest,
+                ReopenContainerLogResponse,
+            ),
             "/runtime.v1.RuntimeService/ExecSync": grpclib.const.Handler(
                 self.__rpc_exec_sync,
                 grpclib.const.Cardinality.UNARY_UNARY,
                 ExecSyncRequest,
                 ExecSyncResponse,
+            ),
+            "/runtime.v1.RuntimeService/Exec": grpclib.const.Handler(
+                self.__rpc_exec,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                ExecRequest,
+                ExecResponse,
+            ),
+            "/runtime.v1.RuntimeService/Attach": grpclib.const.Handler(
+                self.__rpc_attach,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                AttachRequest,
+                AttachResponse,
+            ),
+            "/runtime.v1.RuntimeService/PortForward": grpclib.const.Handler(
+                self.__rpc_port_forward,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                PortForwardRequest,
+                PortForwardResponse,
             ),
             "/runtime.v1.RuntimeService/ContainerStats": grpclib.const.Handler(
                 self.__rpc_container_stats,

@@ -1,8 +1,12 @@
 """Just enough ASGI for the kubelet's endpoints: requests, responses (whole or streamed), routing.
 
 The endpoints are few and fixed, so a web framework would only add weight; any ASGI server can serve the
-app (hypercorn's Trio worker does, see :mod:`kubelet_trio.server.serve`) and tests call it in-process
-through ``httpx.ASGITransport``.
+app (:mod:`kubelet_trio.httpserver.http11` does, see :mod:`kubelet_trio.server.serve`) and tests call it
+in-process through ``httpx.ASGITransport``.
+
+A handler that answers with :attr:`Response.upgrade` takes over the connection of an upgrade request
+(exec, attach, port-forward) through the server's ``kubelet.upgrade`` extension; a request that is no
+upgrade, or a server without the extension, gets 400 "Upgrade request required" as from the Go kubelet.
 
 A streamed response runs its writer next to a task that listens for the client's disconnect and then
 cancels the writer, so ``follow`` requests end when the client goes away.
@@ -19,6 +23,8 @@ from typing import Any
 
 import attrs
 import trio
+
+from kubelet_trio.httpserver.http11 import UPGRADE_EXTENSION
 
 __all__ = ["App", "Handler", "HttpError", "Request", "Response", "Route", "Write"]
 
@@ -48,6 +54,10 @@ class Request:
     path: str
     query: Mapping[str, Sequence[str]]
     params: Mapping[str, str] = attrs.Factory(dict)
+    #: The request's headers as sent (names lower-case), in order.
+    headers: Sequence[tuple[str, str]] = ()
+    #: Whether the connection can be taken over (an upgrade request on a server that hands it out).
+    can_upgrade: bool = False
 
     @classmethod
     def from_scope(cls, scope: Scope) -> Request:
@@ -56,7 +66,15 @@ class Request:
             method=scope["method"],
             path=scope["path"],
             query=urllib.parse.parse_qs(raw, keep_blank_values=True),
+            headers=[(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope.get("headers", ())],
+            can_upgrade=UPGRADE_EXTENSION in (scope.get("extensions") or {}),
         )
+
+    def header(self, name: str) -> str | None:
+        for key, value in self.headers:
+            if key == name:
+                return value
+        return None
 
     def arg(self, name: str) -> str | None:
         values = self.query.get(name)
@@ -76,6 +94,8 @@ class Response:
     headers: Sequence[tuple[str, str]] = ()
     #: A streamed body: called with a ``write`` coroutine; ``body`` is sent first.
     stream: Callable[[Write], Awaitable[None]] | None = None
+    #: Takes over the upgraded connection and writes the whole answer itself (status line included).
+    upgrade: Callable[[trio.abc.Stream], Awaitable[None]] | None = None
 
     @classmethod
     def text(cls, text: str, status: int = 200) -> Response:
@@ -124,6 +144,12 @@ class App:
             return
         request = Request.from_scope(scope)
         response = await self._dispatch(request)
+        if response.upgrade is not None:
+            if request.can_upgrade:
+                stream = await scope["extensions"][UPGRADE_EXTENSION]["take"]()
+                await response.upgrade(stream)
+                return
+            response = Response.text("Upgrade request required\n", 400)
         headers = [(b"content-type", response.content_type.encode())]
         headers += [(k.lower().encode(), v.encode()) for k, v in response.headers]
         await send({"type": "http.response.start", "status": response.status, "headers": headers})

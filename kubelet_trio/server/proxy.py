@@ -1,0 +1,120 @@
+"""Proxying an upgraded connection to a runtime's streaming URL (Go: ``proxy.UpgradeAwareHandler`` as the
+kubelet's ``proxyStream`` uses it).
+
+The client's upgrade request (``Upgrade: SPDY/3.1`` or ``websocket``, with its protocol headers) is sent
+to the streaming server at the URL the CRI ``Exec``/``Attach``/``PortForward`` call returned, and from then
+on bytes are copied both ways unchanged: the runtime's answer (101 or an error) reaches the client as the
+runtime wrote it, and the SPDY or WebSocket framing is never decoded. The copy ends when either side
+closes or fails, or when no byte moved either way for the idle timeout
+(``streamingConnectionIdleTimeout``); then both connections are closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import ssl
+import urllib.parse
+from collections.abc import Sequence
+
+import attrs
+import trio
+
+__all__ = ["COPY_SIZE", "StreamProxy", "upgrade_request_head"]
+
+logger = logging.getLogger(__name__)
+
+COPY_SIZE = 32768
+#: Request headers not passed to the runtime: the connection's own framing and the caller's credentials.
+_DROPPED = frozenset({"host", "authorization", "content-length", "transfer-encoding", "keep-alive", "te"})
+
+
+def upgrade_request_head(method: str, url: str, headers: Sequence[tuple[str, str]]) -> bytes:
+    """The request line and headers sent to the streaming server for the client's upgrade request."""
+    parts = urllib.parse.urlsplit(url)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {parts.netloc}"]
+    lines += [f"{name}: {value}" for name, value in headers if name.lower() not in _DROPPED]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+async def _dial(url: str, ssl_context: ssl.SSLContext | None) -> trio.abc.Stream:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"unsupported streaming URL {url!r}")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    if parts.scheme == "https":
+        return await trio.open_ssl_over_tcp_stream(
+            parts.hostname,
+            port,
+            ssl_context=ssl_context or ssl.create_default_context(),
+            https_compatible=True,
+        )
+    return await trio.open_tcp_stream(parts.hostname, port)
+
+
+@attrs.define(eq=False)
+class StreamProxy:
+    """Copies upgraded connections to streaming URLs; at most ``max_streams`` at a time."""
+
+    idle_timeout: float = 4 * 3600.0
+    max_streams: int = 100
+    #: Streams being copied right now (for tests and metrics).
+    active: int = 0
+
+    def full(self) -> bool:
+        return self.active >= self.max_streams
+
+    async def proxy(
+        self,
+        client: trio.abc.Stream,
+        url: str,
+        method: str,
+        headers: Sequence[tuple[str, str]],
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        """Forward the upgrade request to ``url`` (``ssl_context`` for https, default: verified) and
+        copy both ways until either side is done; closes both connections. A streaming server that
+        cannot be reached gets the client a 502 answer."""
+        self.active += 1
+        backend: trio.abc.Stream | None = None
+        try:
+            try:
+                backend = await _dial(url, ssl_context)
+                await backend.send_all(upgrade_request_head(method, url, headers))
+            except (OSError, trio.BrokenResourceError, ValueError) as err:
+                logger.warning("cannot reach the streaming server url=%s error=%s", url, err)
+                body = f"error dialing backend: {err}\n".encode()
+                await client.send_all(
+                    b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                    + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+                    + body
+                )
+                return
+            await self._copy_both_ways(client, backend)
+        finally:
+            self.active -= 1
+            with trio.move_on_after(1, shield=True):
+                if backend is not None:
+                    await trio.aclose_forcefully(backend)
+                await trio.aclose_forcefully(client)
+
+    async def _copy_both_ways(self, client: trio.abc.Stream, backend: trio.abc.Stream) -> None:
+        limit = self.idle_timeout if self.idle_timeout > 0 else math.inf  # 0: no idle limit
+        with trio.CancelScope(deadline=trio.current_time() + limit) as idle:
+
+            async def copy(source: trio.abc.Stream, sink: trio.abc.Stream) -> None:
+                try:
+                    while data := await source.receive_some(COPY_SIZE):
+                        idle.deadline = trio.current_time() + limit
+                        await sink.send_all(data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, ssl.SSLError, OSError):
+                    pass
+                idle.cancel()  # one side is done: so is the stream
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(copy, client, backend)
+                nursery.start_soon(copy, backend, client)
+        if idle.cancelled_caught and trio.current_time() >= idle.deadline:
+            logger.info("streaming connection idle, closing idle_timeout=%s", self.idle_timeout)
