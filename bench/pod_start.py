@@ -37,7 +37,8 @@ from kubelet_trio.config.types import FILE_SOURCE
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.remote import open_cri_runtime
 from kubelet_trio.cri.runtime import Runtime
-from kubelet_trio.kubelet import Kubelet, KubeletConfig
+from kubelet_trio.kubelet import KubeletConfig
+from kubelet_trio.kubelet_builder import KubeletDeps, open_kubelet
 from kubelet_trio.kuberuntime.labels import NODE_LABEL
 from kubelet_trio.sim.runtime import SimRuntime
 from kubelet_trio.testing.env import LocalCriEnvironment, missing_prerequisites, remove_all_pods
@@ -86,11 +87,11 @@ async def kubelet_run(runtime: Runtime, image: str, n: int, workdir: Path) -> di
     pod_config = PodConfig(sources=(FILE_SOURCE,))
     source = FileSource(str(manifests), node, pod_config.source_channel(FILE_SOURCE))
     config = KubeletConfig(node_name=node, pod_logs_dir=str(workdir / "logs"), root_dir=str(workdir / "root"))
-    kubelet = Kubelet(config, runtime, pod_config, (source,))
+    deps = KubeletDeps(runtime=runtime, pod_config=pod_config, sources=(source,))
     result: dict[str, float] = {}
-    async with trio.open_nursery() as nursery:
-        t0 = time.perf_counter()
-        await nursery.start(kubelet.run)
+    t0 = time.perf_counter()
+    async with open_kubelet(config, deps) as built:
+        kubelet = built.kubelet
 
         async def all_running() -> bool:
             return await count_running(runtime, node) >= n
@@ -113,7 +114,6 @@ async def kubelet_run(runtime: Runtime, image: str, n: int, workdir: Path) -> di
 
         await wait_until(all_gone)
         result["all_gone_s"] = round(time.perf_counter() - t1, 3)
-        nursery.cancel_scope.cancel()
     return result
 
 

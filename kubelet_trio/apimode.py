@@ -1,17 +1,12 @@
 """API mode: the pieces that connect a node to a Kubernetes API server, composed in one place.
 
-Two steps, because the pod source must exist before the :class:`~kubelet_trio.kubelet.Kubelet` (it
-feeds the PodConfig) and the other components need the Kubelet::
+:func:`kubelet_trio.kubelet_builder.open_kubelet` uses it when its dependencies carry an API client; the
+pod source must exist before the :class:`~kubelet_trio.kubelet.Kubelet` (it feeds the PodConfig) and the
+other components need the Kubelet, so :func:`build_api_mode` runs while the Kubelet is built (it is the
+Kubelet's extension, called once from its constructor) and returns what the Kubelet plugs in.
 
-    async with open_api_client(load_kubeconfig(path)) as client:
-        pod_config = PodConfig(sources=("api", "file"))
-        source = api_pod_source(client, pod_config, node_name)
-        kubelet = Kubelet(config, runtime, pod_config, [source, file_source])
-        attach_api_mode(kubelet, client, source, ApiModeOptions(node_labels={...}))
-        await nursery.start(kubelet.run)
-
-``attach_api_mode`` adds to the Kubelet's tree (``Kubelet.components``): the event recorder (and makes it
-the Kubelet's event sink), node registration and status, the node Lease, the pod status publisher and
+:func:`build_api_mode` makes the components added to the Kubelet's tree: the event recorder (the
+Kubelet's event sink), node registration and status, the node Lease, the pod status publisher and
 the mirror-pod manager; it makes ConfigMaps and Secrets come from the API server
 (:class:`~kubelet_trio.apiobjects.ApiObjectStore`, fetched at the start of each pod sync, cached for
 ``object_cache_ttl``) and projected service account tokens from the TokenRequest API
@@ -29,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from kubelet_trio import __version__
+from kubelet_trio import __version__, defaults
 from kubelet_trio.admission import NodeView, PredicateAdmitHandler
 from kubelet_trio.api import Pod
 from kubelet_trio.apiobjects import ApiObjectStore, WatchingObjectStore
@@ -46,7 +41,7 @@ from kubelet_trio.config.apiserver import ApiserverSource
 from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.config.types import API_SOURCE
 from kubelet_trio.events import EventRecorder
-from kubelet_trio.kubelet import Kubelet
+from kubelet_trio.kubelet import Kubelet, KubeletExtension
 from kubelet_trio.nodelease import NodeLeaseController
 from kubelet_trio.nodestatus import DEFAULT_EVICTION_HARD, MachineInfo, NodeStatusConfig, NodeStatusManager
 from kubelet_trio.pod.mirror import MirrorPodManager
@@ -59,9 +54,8 @@ __all__ = [
     "KUBELET_VERSION",
     "ApiMode",
     "ApiModeOptions",
-    "api_mode_options",
     "api_pod_source",
-    "attach_api_mode",
+    "build_api_mode",
     "open_kubeconfig_client",
 ]
 
@@ -78,19 +72,19 @@ class ApiModeOptions:
     node_labels: Mapping[str, str] = attrs.Factory(dict)
     register_with_taints: tuple[Mapping[str, Any], ...] = ()
     hostname: str | None = None
-    max_pods: int = 110
-    kubelet_port: int = 10250
+    max_pods: int = defaults.MAX_PODS
+    kubelet_port: int = defaults.PORT
     kube_reserved: Mapping[str, str] = attrs.Factory(dict)
     system_reserved: Mapping[str, str] = attrs.Factory(dict)
     eviction_hard: Mapping[str, str] = DEFAULT_EVICTION_HARD
-    node_status_update_frequency: float = 10.0
-    node_status_report_frequency: float = 300.0
-    node_lease_duration_seconds: int = 40
+    node_status_update_frequency: float = defaults.NODE_STATUS_UPDATE_FREQUENCY
+    node_status_report_frequency: float = defaults.NODE_STATUS_REPORT_FREQUENCY
+    node_lease_duration_seconds: int = defaults.NODE_LEASE_DURATION_SECONDS
     status_sync_period: float = 10.0
     mirror_pod_period: float = 2.0
     # configMapAndSecretChangeDetectionStrategy: Watch, Cache (TTL: the Node's node.alpha.kubernetes.io/ttl
     # annotation, else object_cache_ttl, else the sync frequency) or Get
-    object_strategy: str = "Watch"
+    object_strategy: str = defaults.CONFIG_MAP_AND_SECRET_CHANGE_DETECTION_STRATEGY
     object_cache_ttl: float | None = None
     machine: MachineInfo | None = None  # tests pin the machine; None reads /proc and friends
 
@@ -108,6 +102,32 @@ class ApiMode:
     tokens: TokenManager
     node_informer: ObjectReflector
     runtime_classes: RuntimeClassManager
+    admit: PredicateAdmitHandler
+
+    def extension(self) -> KubeletExtension:
+        """What the Kubelet plugs in: the components in start order and the API-backed collaborators."""
+        components: list[Any] = [
+            self.recorder,
+            self.node_status,
+            self.node_informer,
+            self.runtime_classes,
+            self.lease,
+            self.publisher,
+            self.mirrors,
+            self.tokens,
+        ]
+        if isinstance(self.objects, WatchingObjectStore):
+            components.append(self.objects)
+        return KubeletExtension(
+            components=tuple(components),
+            event_sink=self.recorder.record,
+            admit=self.admit,
+            api_client=self.client,  # the Kubelet API's TokenReview and SubjectAccessReview webhooks
+            object_store=self.objects,
+            object_prefetch=self.objects.ensure_pod,
+            tokens=self.tokens,
+            runtime_classes=self.runtime_classes,
+        )
 
 
 def api_pod_source(
@@ -136,14 +156,14 @@ class _KubeletPods:
         return self.kubelet.pod_workers.is_termination_requested(uid)
 
 
-def attach_api_mode(
+def build_api_mode(
     kubelet: Kubelet, client: ApiClient, source: ApiserverSource, options: ApiModeOptions | None = None
 ) -> ApiMode:
-    """Add the API-mode components to ``kubelet`` (call before ``kubelet.run``)."""
+    """The API-mode components for ``kubelet``, which is being built (it is only referenced here, never
+    changed: :meth:`ApiMode.extension` is what the Kubelet's constructor plugs in)."""
     options = options or ApiModeOptions()
     node_name = kubelet.config.node_name
     recorder = EventRecorder(client, node_name, kubelet.clock)
-    kubelet.event_sink = recorder.record
     node_status = NodeStatusManager(
         client,
         kubelet,
@@ -197,21 +217,11 @@ def attach_api_mode(
         node = node_status.current_node()
         return NodeView.from_node(node) if node is not None else None
 
-    kubelet.admit = PredicateAdmitHandler(node_view)
-    kubelet.api_client = client  # the Kubelet API's TokenReview and SubjectAccessReview webhooks
     # The node informer: labels and taints others set reach admission, annotations the object cache.
     node_informer = ObjectReflector(client, "/api/v1/nodes", node_name, on_change=node_status.observe)
     objects = _object_store(client, options, kubelet.config.sync_frequency, node_status)
-    kubelet.use_object_store(objects, objects.ensure_pod)
     tokens = TokenManager(client=client, clock=kubelet.clock)
-    kubelet.volume_manager.tokens = tokens
     runtime_classes = RuntimeClassManager(client)
-    kubelet.kube_runtime.runtime_classes = runtime_classes
-    kubelet.components.extend(
-        [recorder, node_status, node_informer, runtime_classes, lease, publisher, mirrors, tokens]
-    )
-    if isinstance(objects, WatchingObjectStore):
-        kubelet.components.append(objects)
     recorder.record_node("Normal", "Starting", "Starting kubelet.")
     return ApiMode(
         client,
@@ -225,11 +235,12 @@ def attach_api_mode(
         tokens,
         node_informer,
         runtime_classes,
+        PredicateAdmitHandler(node_view),
     )
 
 
 OBJECT_TTL_ANNOTATION = "node.alpha.kubernetes.io/ttl"
-STRATEGIES = ("Watch", "Cache", "Get")
+STRATEGIES = defaults.CHANGE_DETECTION_STRATEGIES
 
 
 def _object_store(
@@ -267,22 +278,3 @@ async def open_kubeconfig_client(
         raise RuntimeError(f"--kubeconfig: {err}") from None
     async with open_api_client(config, qps=qps, burst=burst) as client:
         yield client
-
-
-def api_mode_options(options: Any) -> ApiModeOptions:
-    """:class:`ApiModeOptions` from the CLI's ``KubeletOptions``."""
-    return ApiModeOptions(
-        register_node=options.register_node,
-        node_labels=dict(options.node_labels),
-        register_with_taints=tuple(options.register_with_taints),
-        max_pods=options.max_pods,
-        hostname=options.hostname_override or None,
-        kubelet_port=options.port,
-        kube_reserved=dict(options.kube_reserved),
-        system_reserved=dict(options.system_reserved),
-        eviction_hard=dict(options.eviction_hard),
-        node_status_update_frequency=options.node_status_update_frequency,
-        node_status_report_frequency=options.node_status_report_frequency,
-        node_lease_duration_seconds=options.node_lease_duration_seconds,
-        object_strategy=options.config_map_and_secret_change_detection_strategy,
-    )

@@ -34,15 +34,17 @@ import base64
 import binascii
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import trio
 
+from kubelet_trio import defaults
 from kubelet_trio.api import Pod
 from kubelet_trio.client import ApiClient, ApiClientError, NotFound
 from kubelet_trio.client.reflector import ObjectReflector
 from kubelet_trio.kuberuntime.envvars import ConfigMap, ObjectUnavailable, Secret
+from kubelet_trio.logs import kref, kv
 
 __all__ = [
     "CONFIG_MAPS",
@@ -58,8 +60,10 @@ logger = logging.getLogger(__name__)
 
 CONFIG_MAPS = "configmaps"
 SECRETS = "secrets"
-DEFAULT_TTL = 60.0  # Go: the TTL defaults to the node's sync frequency
+DEFAULT_TTL = defaults.SYNC_FREQUENCY  # Go: the TTL defaults to the node's sync frequency
 EVICT_AFTER_TTLS = 10
+
+_O = TypeVar("_O", ConfigMap, Secret)
 
 
 @attrs.frozen
@@ -84,7 +88,7 @@ class ObjectRef:
         return config_map_from_json(obj) if self.resource == CONFIG_MAPS else secret_from_json(obj)
 
 
-def _typed(value: ConfigMap | Secret | None, kind: type[Any]) -> Any:
+def _typed(value: ConfigMap | Secret | None, kind: type[_O]) -> _O | None:
     return value if isinstance(value, kind) else None
 
 
@@ -133,7 +137,7 @@ def _b64(value: Any, what: str) -> bytes:
     try:
         return base64.b64decode(str(value), validate=True)
     except (binascii.Error, ValueError):
-        logger.warning("undecodable base64 value in %s", what)
+        logger.warning("undecodable base64 value", extra=kv(object=what))
         return b""
 
 
@@ -224,15 +228,12 @@ class ApiObjectStore:
         except NotFound:
             value = None
             logger.info(
-                "object not found resource=%s namespace=%s name=%s", ref.resource, ref.namespace, ref.name
+                "object not found", extra=kv(resource=ref.resource, namespace=ref.namespace, name=ref.name)
             )
         except ApiClientError as err:
             logger.warning(
-                "fetching object failed resource=%s namespace=%s name=%s error=%s",
-                ref.resource,
-                ref.namespace,
-                ref.name,
-                err,
+                "fetching object failed",
+                extra=kv(resource=ref.resource, namespace=ref.namespace, name=ref.name, error=err),
             )
             self._errors[ref] = (str(err), trio.current_time())
             if not self.keep_stale:
@@ -243,7 +244,7 @@ class ApiObjectStore:
         now = trio.current_time()
         if entry is not None and entry.value != value:
             logger.info(
-                "object changed resource=%s namespace=%s name=%s", ref.resource, ref.namespace, ref.name
+                "object changed", extra=kv(resource=ref.resource, namespace=ref.namespace, name=ref.name)
             )
         self._entries[ref] = _Entry(value, now, now)
         self._errors.pop(ref, None)
@@ -322,10 +323,15 @@ class WatchingObjectStore:
             try:
                 watch.value = ref.decode(obj) if obj is not None else None
             except (AttributeError, TypeError, ValueError) as err:  # a malformed object: keep the last
-                logger.error("undecodable %s %s/%s error=%s", ref.kind, ref.namespace, ref.name, err)
+                logger.error(
+                    "undecodable object",
+                    extra=kv(kind=ref.kind, object=kref(ref.namespace, ref.name), error=err),
+                )
                 return
-            logger.info("object %s resource=%s namespace=%s name=%s", "changed" if obj else "absent",
-                        ref.resource, ref.namespace, ref.name)  # fmt: skip
+            logger.info(
+                "object changed" if obj else "object absent",
+                extra=kv(resource=ref.resource, namespace=ref.namespace, name=ref.name),
+            )
 
         reflector.on_change = changed
 
@@ -335,15 +341,19 @@ class WatchingObjectStore:
 
         self._watches[ref] = watch
         self._nursery.start_soon(follow)
-        logger.info("watching object resource=%s namespace=%s name=%s", ref.resource, ref.namespace, ref.name)
+        logger.info(
+            "watching object", extra=kv(resource=ref.resource, namespace=ref.namespace, name=ref.name)
+        )
         return watch
 
     def _drop_idle(self) -> None:
         now = trio.current_time()
         for ref in [r for r, w in self._watches.items() if now - w.used_at > self.idle_after]:
             self._watches.pop(ref).scope.cancel()
-            logger.info("stopped watching object resource=%s namespace=%s name=%s", ref.resource,
-                        ref.namespace, ref.name)  # fmt: skip
+            logger.info(
+                "stopped watching object",
+                extra=kv(resource=ref.resource, namespace=ref.namespace, name=ref.name),
+            )
 
     def lookup(self, ref: ObjectRef) -> ConfigMap | Secret | None:
         watch = self._watches.get(ref)

@@ -35,11 +35,13 @@ import attrs
 import trio
 import trio_util
 
+from kubelet_trio import defaults
 from kubelet_trio.clock import WallClock
 from kubelet_trio.cri import errors as cri_errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.fsio import RunSync, run_in_thread
+from kubelet_trio.logs import kv
 from kubelet_trio.logs_reader import COMPRESS_SUFFIX, TMP_SUFFIX, filter_unused_logs, rotated_logs
 
 __all__ = [
@@ -53,9 +55,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_SIZE = 10 * 1024 * 1024  # containerLogMaxSize 10Mi
-DEFAULT_MAX_FILES = 5  # containerLogMaxFiles
-DEFAULT_MONITOR_INTERVAL = 10.0  # containerLogMonitorInterval
+DEFAULT_MAX_SIZE = defaults.CONTAINER_LOG_MAX_SIZE_BYTES  # containerLogMaxSize 10Mi
+DEFAULT_MAX_FILES = defaults.CONTAINER_LOG_MAX_FILES  # containerLogMaxFiles
+DEFAULT_MONITOR_INTERVAL = defaults.CONTAINER_LOG_MONITOR_INTERVAL  # containerLogMonitorInterval
 TIMESTAMP_FORMAT = "%Y%m%d-%H%M%S"  # Go: "20060102-150405"
 COMPRESS_LEVEL = 6  # Go's gzip.DefaultCompression
 UNDO_TIMEOUT = 10.0  # for renaming a rotated log back when the runtime did not reopen it
@@ -170,7 +172,7 @@ class ContainerLogManager:
             try:
                 running = [c.id for c in await self.runtime.list_containers(_RUNNING)]
             except cri_errors.CriError as err:
-                logger.warning("log rotation: cannot list containers error=%s", err)
+                logger.warning("log rotation: cannot list containers", extra=kv(error=err))
                 return
         self._log_paths = {cid: self._log_paths[cid] for cid in running if cid in self._log_paths}
         for container_id in running:
@@ -179,7 +181,7 @@ class ContainerLogManager:
                     response = await self.runtime.container_status(container_id)
                 except cri_errors.CriError as err:
                     logger.warning(
-                        "log rotation: no container status container=%s error=%s", container_id, err
+                        "log rotation: no container status", extra=kv(container=container_id, error=err)
                     )
                     continue
                 self._log_paths[container_id] = response.status.log_path if response.status else ""
@@ -190,7 +192,7 @@ class ContainerLogManager:
                 await self._check(container_id, path, size)
             except (cri_errors.CriError, OSError) as err:
                 logger.warning(
-                    "failed to rotate container log container=%s path=%s error=%s", container_id, path, err
+                    "failed to rotate container log", extra=kv(container=container_id, path=path, error=err)
                 )
 
     async def _check(self, container_id: str, path: str, size: int | OSError | None) -> None:
@@ -198,9 +200,10 @@ class ContainerLogManager:
             raise size
         if size is None:  # lost by an earlier rotation: have the runtime create it again
             await self.runtime.reopen_container_log(container_id)
-            size = await self.run_sync(_size, path)
-            if size is None:
+            reopened: int | None = await self.run_sync(_size, path)
+            if reopened is None:
                 raise FileNotFoundError(f"{path} still missing after ReopenContainerLog")
+            size = reopened
         if size >= self.policy.max_size:
             await self.rotate(container_id, path)
 
@@ -209,7 +212,7 @@ class ContainerLogManager:
         await self.run_sync(prepare_rotation, path, self.policy.max_files)
         rotated = rotated_name(path, self.clock.wall_ns())
         if not await self.run_sync(_rename_latest, path, rotated):
-            logger.debug("log rotation postponed: name taken container=%s path=%s", container_id, rotated)
+            logger.debug("log rotation postponed: name taken", extra=kv(container=container_id, path=rotated))
             return
         try:
             await self.runtime.reopen_container_log(container_id)
@@ -217,4 +220,4 @@ class ContainerLogManager:
             with trio.move_on_after(UNDO_TIMEOUT, shield=True):  # undone, or the next round reopens
                 await self.run_sync(os.rename, rotated, path)
             raise
-        logger.info("rotated container log container=%s path=%s", container_id, rotated)
+        logger.info("rotated container log", extra=kv(container=container_id, path=rotated))

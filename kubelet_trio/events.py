@@ -26,6 +26,7 @@ import trio
 from kubelet_trio.api import Pod, rfc3339
 from kubelet_trio.client import ApiClient, ApiClientError, NotFound, TokenBucket
 from kubelet_trio.clock import WallClock
+from kubelet_trio.logs import kv
 
 __all__ = ["EventRecorder"]
 
@@ -113,7 +114,9 @@ class EventRecorder:
             self._send.send_nowait(pending)
         except trio.WouldBlock:
             self.dropped += 1
-            logger.debug("event queue full, dropping event reason=%s object=%s", reason, involved.get("name"))
+            logger.debug(
+                "event queue full, dropping event", extra=kv(reason=reason, object=involved.get("name"))
+            )
 
     # -- the sink -------------------------------------------------------------------------------------
 
@@ -123,7 +126,7 @@ class EventRecorder:
             try:
                 await self._handle(pending)
             except ApiClientError as err:
-                logger.debug("dropping event after retries reason=%s error=%s", pending.reason, err)
+                logger.debug("dropping event after retries", extra=kv(reason=pending.reason, error=err))
 
     def _object_key(self, pending: _Pending) -> tuple[str, ...]:
         i = pending.involved

@@ -20,6 +20,7 @@ import attrs
 import trio
 import trio_util
 
+from kubelet_trio import defaults
 from kubelet_trio.admission import admit_standalone
 from kubelet_trio.api import Pod
 from kubelet_trio.api.status import PodStatus as ApiPodStatus
@@ -39,10 +40,15 @@ from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.kuberuntime.actions import ProbeKind, ProbeResult
 from kubelet_trio.kuberuntime.envvars import NO_OBJECTS, ObjectStore
-from kubelet_trio.kuberuntime.manager import KubeRuntimeManager, running_pod_from_status
+from kubelet_trio.kuberuntime.manager import (
+    KubeRuntimeManager,
+    RuntimeHandlerResolver,
+    running_pod_from_status,
+)
 from kubelet_trio.kuberuntime.mounts import RunOptionsGenerator
 from kubelet_trio.kuberuntime.resources import NodeAllocatable, read_node_allocatable
 from kubelet_trio.lifecycle import HandlerRunner
+from kubelet_trio.logs import kobj, kv
 from kubelet_trio.metrics import KubeletMetrics
 from kubelet_trio.network.dns import DnsConfigurer
 from kubelet_trio.nodestatus.addresses import NodeAddressError, choose_node_ip, read_host_network
@@ -60,6 +66,7 @@ from kubelet_trio.status.manager import StatusManager
 from kubelet_trio.status.qos import pod_qos
 from kubelet_trio.sysctl import SysctlAllowlist
 from kubelet_trio.volumemanager import MountError, VolumeManager, make_pod_data_dirs, setup_data_dirs
+from kubelet_trio.volumemanager.manager import TokenSource
 
 logger = logging.getLogger(__name__)
 
@@ -82,10 +89,10 @@ class PodSource(Protocol):
 @attrs.frozen
 class KubeletConfig:
     node_name: str
-    pod_logs_dir: str = "/var/log/pods"
-    root_dir: str = "/var/lib/kubelet"
+    pod_logs_dir: str = defaults.POD_LOGS_DIR
+    root_dir: str = defaults.ROOT_DIR
     node_ips: tuple[str, ...] = ()
-    sync_frequency: float = 60.0
+    sync_frequency: float = defaults.SYNC_FREQUENCY
     sync_tick: float = SYNC_TICK
     housekeeping_period: float = HOUSEKEEPING_PERIOD
     container_gc_period: float = CONTAINER_GC_PERIOD
@@ -93,9 +100,9 @@ class KubeletConfig:
     pleg_relist_threshold: float = 180.0
     jitter: float = 0.5
     healthz_port: int = 0  # 0 = off (the CLI's default is 10248)
-    healthz_bind_address: str = "127.0.0.1"
+    healthz_bind_address: str = defaults.HEALTHZ_BIND_ADDRESS
     read_only_port: int = 0  # 0 = off, as in the Go kubelet
-    address: str = "0.0.0.0"  # the read-only server's and the Kubelet API's bind address
+    address: str = defaults.ADDRESS  # the read-only server's and the Kubelet API's bind address
     port: int = 0  # the Kubelet API (TLS, authenticated); 0 = off (the CLI's default is 10250)
     tls_cert_file: str = ""  # "" with tls_private_key_file "": self-signed under <root_dir>/pki
     tls_private_key_file: str = ""
@@ -104,10 +111,12 @@ class KubeletConfig:
     authentication_token_webhook: bool = False  # authentication.webhook.enabled
     authorization_mode: str = "AlwaysAllow"  # authorization.mode: AlwaysAllow or Webhook
     # webhook answer caches: authentication.webhook.cacheTTL, authorization.webhook.cache*TTL
-    authentication_cache_ttl: float = 120.0
-    authorized_cache_ttl: float = 300.0
-    unauthorized_cache_ttl: float = 30.0
-    streaming_connection_idle_timeout: float = 4 * 3600.0  # exec/attach/port-forward streams
+    authentication_cache_ttl: float = defaults.AUTHENTICATION_WEBHOOK_CACHE_TTL
+    authorized_cache_ttl: float = defaults.AUTHORIZATION_WEBHOOK_CACHE_AUTHORIZED_TTL
+    unauthorized_cache_ttl: float = defaults.AUTHORIZATION_WEBHOOK_CACHE_UNAUTHORIZED_TTL
+    streaming_connection_idle_timeout: float = (
+        defaults.STREAMING_CONNECTION_IDLE_TIMEOUT
+    )  # exec/attach/port-forward streams
     cluster_dns: tuple[str, ...] = ()  # clusterDNS: the nameservers of ClusterFirst pods
     cluster_domain: str = ""  # clusterDomain: search domains and pod FQDNs
     resolv_conf: str = "/etc/resolv.conf"  # the node's resolver file for dnsPolicy Default ("" = none)
@@ -168,54 +177,99 @@ class PodManager:
         return dict(self._pods)
 
 
+EventSink = Callable[[Pod, str, str, str], None]  # (pod, type, reason, message)
+AdmitFunc = Callable[[Pod, list[Pod]], Any]
+
+
+@attrs.frozen(kw_only=True)
+class KubeletExtension:
+    """What API mode plugs into a Kubelet while it is built (see :mod:`kubelet_trio.apimode`).
+
+    ``components`` start in the tree after the pod workers (node status, lease, status publisher, events);
+    the rest replaces the standalone defaults: where pod events go, the admission predicates, the API
+    client the Kubelet API's webhooks use, where ConfigMaps and Secrets come from (``object_prefetch(pod)``
+    runs at the start of each pod sync, before volume setup), service account tokens and RuntimeClasses.
+    """
+
+    components: Sequence[PodSource] = ()
+    event_sink: EventSink | None = None
+    admit: AdmitFunc | None = None
+    api_client: Any = None
+    object_store: ObjectStore = NO_OBJECTS
+    object_prefetch: Callable[[Pod], Awaitable[None]] | None = None
+    tokens: TokenSource | None = None
+    runtime_classes: RuntimeHandlerResolver | None = None
+
+
 @attrs.define(eq=False)
 class Kubelet:
-    """One node. Embed it: ``await nursery.start(kubelet.run)``; cancel the nursery to stop."""
+    """One node, built by :func:`kubelet_trio.kubelet_builder.open_kubelet` (the one construction site).
+
+    Its collaborators are given at construction and never rewired afterwards; the private fields below
+    are set once, in ``__attrs_post_init__``.
+    """
 
     config: KubeletConfig
     runtime: Runtime
-    pod_config: PodConfig
-    pod_sources: Sequence[PodSource] = ()  # components feeding pod_config (file, http, api)
-    # API mode (issue 7): more components started in the tree after the pod workers (node status, lease,
-    # status publisher, events; see kubelet_trio.apimode), and where pod events go.
-    components: list[PodSource] = attrs.Factory(list)
-    event_sink: Callable[[Pod, str, str, str], None] | None = None
+    _pod_config: PodConfig
+    _pod_sources: Sequence[PodSource] = ()  # components feeding pod_config (file, http, api)
+    # API mode (issue 7): called once while the Kubelet is built; it returns the API-mode components
+    # and replacements for the standalone defaults (kubelet_trio.apimode.ApiMode.extension).
+    _extension: Callable[[Kubelet], KubeletExtension] | None = None
+    _components: tuple[PodSource, ...] = attrs.field(init=False, default=())
+    _event_sink: EventSink | None = None
     # Admission (kubelet_trio.admission): None admits everything; else (pod, other active pods) -> a
     # rejection with .reason and .message, or None. Rejected pods are Failed for good, never started.
     # Standalone default: refuse runtimeClassName (no API to resolve it); API mode installs the predicates.
-    admit: Callable[[Pod, list[Pod]], Any] | None = admit_standalone
-    rejected: set[str] = attrs.Factory(set)
+    _admit: AdmitFunc | None = attrs.field(init=False, default=admit_standalone)
+    rejected: set[str] = attrs.field(init=False, factory=set)
     clock: WallClock = attrs.Factory(WallClock)
     run_sync: RunSync = run_in_thread  # small file operations (see kubelet_trio.fsio)
-    cache: PodCache = attrs.Factory(PodCache)
-    pod_manager: PodManager = attrs.Factory(PodManager)
-    status_manager: StatusManager = attrs.Factory(StatusManager)
+    # built here, never passed in
+    cache: PodCache = attrs.field(init=False, factory=PodCache)
+    pod_manager: PodManager = attrs.field(init=False, factory=PodManager)
+    status_manager: StatusManager = attrs.field(init=False, factory=StatusManager)
     metrics: KubeletMetrics = attrs.Factory(KubeletMetrics)
-    http_urls: dict[str, str] = attrs.Factory(dict)  # "healthz"/"readonly"/"api" -> URL, once serving
-    api_client: Any = None  # API mode's client (set by attach_api_mode): the Kubelet API's webhooks
-    object_store: ObjectStore = NO_OBJECTS  # ConfigMaps and Secrets for env and volumes (none standalone)
+    http_urls: dict[str, str] = attrs.field(
+        init=False, factory=dict
+    )  # "healthz"/"readonly"/"api" -> URL, once serving
+    _api_client: Any = None  # API mode's client: the Kubelet API's webhooks (tests may pass one alone)
+    # ConfigMaps and Secrets for env and volumes (none standalone); from the extension
+    _object_store: ObjectStore = attrs.field(init=False, default=NO_OBJECTS)
     # Go "register secrets and configmaps": awaited at the start of every pod sync so the store holds the
-    # objects the pod references (API mode: ApiObjectStore.ensure_pod). Set with use_object_store.
-    object_prefetch: Callable[[Pod], Awaitable[None]] | None = None
-    allocatable: NodeAllocatable | None = None  # None: the machine's CPUs and memory
+    # objects the pod references (API mode: ApiObjectStore.ensure_pod).
+    _object_prefetch: Callable[[Pod], Awaitable[None]] | None = attrs.field(init=False, default=None)
+    _allocatable: NodeAllocatable | None = None  # None: the machine's CPUs and memory
     probe_manager: ProbeManager = attrs.field(init=False)
-    sysctls: SysctlAllowlist = attrs.field(init=False)
+    _sysctls: SysctlAllowlist = attrs.field(init=False)
     volume_manager: VolumeManager = attrs.field(init=False)
     kube_runtime: KubeRuntimeManager = attrs.field(init=False)
     pleg: GenericPLEG = attrs.field(init=False)
     pod_workers: PodWorkers = attrs.field(init=False)
-    container_log_manager: ContainerLogManager = attrs.field(init=False)
-    ready: trio_util.AsyncBool = attrs.Factory(lambda: trio_util.AsyncBool(False))
-    runtime_error: str | None = None
-    sync_loop_last_iteration: float = -math.inf
-    _sources_seen: set[str] = attrs.Factory(set)
-    _nursery: trio.Nursery | None = None
+    _container_log_manager: ContainerLogManager = attrs.field(init=False)
+    ready: trio_util.AsyncBool = attrs.field(init=False, factory=lambda: trio_util.AsyncBool(False))
+    runtime_error: str | None = attrs.field(init=False, default=None)
+    sync_loop_last_iteration: float = attrs.field(init=False, default=-math.inf)
+    _sources_seen: set[str] = attrs.field(init=False, factory=set)
+    _nursery: trio.Nursery | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         if not self.config.node_ips:
             self.config = attrs.evolve(self.config, node_ips=default_node_ips())
-        self.sysctls = SysctlAllowlist.build(self.config.allowed_unsafe_sysctls)
-        self._build_pod_support()
+        self._sysctls = SysctlAllowlist.build(self.config.allowed_unsafe_sysctls)
+        if self._allocatable is None:
+            self._allocatable = read_node_allocatable(self.config.root_dir)
+        extension = self._extension(self) if self._extension is not None else KubeletExtension()
+        self._components = tuple(extension.components)
+        if extension.event_sink is not None:
+            self._event_sink = extension.event_sink
+        if extension.admit is not None:
+            self._admit = extension.admit
+        if extension.api_client is not None:
+            self._api_client = extension.api_client
+        self._object_store = extension.object_store
+        self._object_prefetch = extension.object_prefetch
+        self._build_pod_support(extension.tokens)
         self.kube_runtime = KubeRuntimeManager(
             self.runtime,
             node_name=self.config.node_name,
@@ -230,8 +284,8 @@ class Kubelet:
                 volumes=self.volume_manager,
                 host_ips=self.config.node_ips,
                 cluster_domain=self.config.cluster_domain,
-                objects=self.object_store,
-                allocatable=self.allocatable,
+                objects=self._object_store,
+                allocatable=self._allocatable,
                 run_sync=self.run_sync,
             ),
             dns_config=DnsConfigurer(
@@ -242,6 +296,7 @@ class Kubelet:
                 events=self.record_event,
                 run_sync=self.run_sync,
             ).pod_dns_config,
+            runtime_classes=extension.runtime_classes,
         )
         self.pleg = GenericPLEG(
             self.kube_runtime,
@@ -257,7 +312,7 @@ class Kubelet:
             jitter=self.config.jitter,
             on_sync_duration=self.metrics.observe_pod_worker,
         )
-        self.container_log_manager = ContainerLogManager(
+        self._container_log_manager = ContainerLogManager(
             runtime=self.runtime,
             policy=LogRotatePolicy(self.config.container_log_max_size, self.config.container_log_max_files),
             monitor_interval=self.config.container_log_monitor_interval,
@@ -268,10 +323,8 @@ class Kubelet:
             ),
         )
 
-    def _build_pod_support(self) -> None:
+    def _build_pod_support(self, tokens: TokenSource | None) -> None:
         """The probe manager and the volume manager (issue 6)."""
-        if self.allocatable is None:
-            self.allocatable = read_node_allocatable(self.config.root_dir)
         self.probe_manager = ProbeManager(
             runtime=self.runtime,
             status_provider=self.status_manager.get,
@@ -282,23 +335,27 @@ class Kubelet:
         self.volume_manager = VolumeManager(
             root_dir=self.config.root_dir,
             run_sync=self.run_sync,
-            objects=self.object_store,
-            allocatable=self.allocatable,
+            objects=self._object_store,
+            allocatable=self._allocatable,
             events=self.record_event,
             memory_backed=self.config.memory_backed_volumes,
+            tokens=tokens,
         )
 
-    def use_object_store(
-        self, store: ObjectStore, prefetch: Callable[[Pod], Awaitable[None]] | None = None
-    ) -> None:
-        """Where ConfigMaps and Secrets come from, for env and volumes (API mode sets it before ``run``);
-        ``prefetch(pod)`` runs at the start of each pod sync, before volume setup."""
-        self.object_store = store
-        self.object_prefetch = prefetch
-        self.volume_manager.objects = store
-        run_options = self.kube_runtime.run_options
-        if isinstance(run_options, RunOptionsGenerator):
-            run_options.objects = store
+    @property
+    def api_client(self) -> Any:
+        """API mode's client (None standalone): the Kubelet API's TokenReview and SubjectAccessReview."""
+        return self._api_client
+
+    @property
+    def event_sink(self) -> EventSink | None:
+        """Where pod events go (API mode: the event recorder)."""
+        return self._event_sink
+
+    @property
+    def allocatable(self) -> NodeAllocatable | None:
+        """The node's allocatable resources: the downward API's defaults for unset limits."""
+        return self._allocatable
 
     async def _pod_ips(self, pod: Pod) -> tuple[str, ...]:
         """The pod's IPs from the runtime (httpGet lifecycle hooks without a host)."""
@@ -314,17 +371,17 @@ class Kubelet:
             self._nursery = nursery
             await nursery.start(self._runtime_status_loop)
             nursery.start_soon(self._container_gc_loop)
-            await nursery.start(self.container_log_manager.run)
+            await nursery.start(self._container_log_manager.run)
             await nursery.start(self.pleg.run)
             await nursery.start(self.pod_workers.run)
             await nursery.start(self.probe_manager.run)
-            for component in self.components:
+            for component in self._components:
                 await nursery.start(component.run)
-            await nursery.start(self.pod_config.run)
-            for source in self.pod_sources:
+            await nursery.start(self._pod_config.run)
+            for source in self._pod_sources:
                 await nursery.start(source.run)
             async with send:
-                nursery.start_soon(self._forward, self.pod_config.updates, EventKind.CONFIG, send.clone())
+                nursery.start_soon(self._forward, self._pod_config.updates, EventKind.CONFIG, send.clone())
                 nursery.start_soon(self._forward, self.pleg.events, EventKind.PLEG, send.clone())
                 nursery.start_soon(self._forward, self.probe_manager.updates, EventKind.PROBE, send.clone())
                 nursery.start_soon(self._ticker, self.config.sync_tick, EventKind.SYNC_TICK, send.clone())
@@ -336,7 +393,7 @@ class Kubelet:
             await nursery.start(self.metrics.watch_pod_starts, self.status_manager, self.clock.now)
             self.http_urls = await nursery.start(serve_kubelet_http, self)
             self.ready.value = True
-            logger.info("kubelet started node=%s", self.config.node_name)
+            logger.info("kubelet started", extra=kv(node=self.config.node_name))
             task_status.started(self)
 
     @staticmethod
@@ -382,15 +439,15 @@ class Kubelet:
     def _set_runtime_error(self, error: str | None) -> None:
         if error != self.runtime_error:
             if error:
-                logger.error("runtime health error=%s", error)
+                logger.error("runtime health", extra=kv(error=error))
             else:
                 logger.info("container runtime is healthy")
         self.runtime_error = error
 
     def record_event(self, pod: Pod, type_: str, reason: str, message: str) -> None:
         """Pod events (Pulled, Started, Killing, ...): to ``event_sink`` when one is set; never blocks."""
-        if self.event_sink is not None:
-            self.event_sink(pod, type_, reason, message)
+        if self._event_sink is not None:
+            self._event_sink(pod, type_, reason, message)
 
     def health_errors(self) -> list[str]:
         """What makes this node unhealthy: the runtime and the PLEG."""
@@ -405,8 +462,8 @@ class Kubelet:
     @property
     def sources_ready(self) -> bool:
         """Every configured source delivered a SET and the sync loop handled an update from it."""
-        return self.pod_config.sources_ready.value and all(
-            source in self._sources_seen for source in self.pod_config.sources
+        return self._pod_config.sources_ready.value and all(
+            source in self._sources_seen for source in self._pod_config.sources
         )
 
     async def _sync_loop(self, events: trio.MemoryReceiveChannel[LoopEvent]) -> None:
@@ -425,7 +482,7 @@ class Kubelet:
                 try:
                     await self._iteration(event)
                 except Exception:
-                    logger.exception("sync loop iteration failed kind=%s", event.kind.value)
+                    logger.exception("sync loop iteration failed", extra=kv(kind=event.kind.value))
                 self.sync_loop_last_iteration = trio.current_time()
 
     async def _iteration(self, event: LoopEvent) -> None:
@@ -451,13 +508,13 @@ class Kubelet:
             for pod in update.pods:
                 self.pod_manager.add_or_update(pod)
         else:
-            logger.error("kubelet does not support snapshot update op=%s", update.op)
+            logger.error("kubelet does not support snapshot update", extra=kv(op=update.op))
         self._sources_seen.add(update.source)
 
     def handle_pod_additions(self, pods: Iterable[Pod]) -> None:
         for pod in sorted(pods, key=lambda p: (p.metadata.creation_timestamp or "") if p.metadata else ""):
             self.pod_manager.add_or_update(pod)
-            logger.info("pod added pod=%s/%s uid=%s", pod.namespace, pod.name, pod.uid)
+            logger.info("pod added", extra=kv(pod=kobj(pod), uid=pod.uid))
             if self._reject_if_not_admitted(pod):
                 continue
             self.pod_workers.update_pod(UpdatePodOptions(UpdateType.CREATE, pod=pod))
@@ -468,8 +525,8 @@ class Kubelet:
             return True
         if is_terminal_phase(pod) or self.pod_workers.is_known(pod.uid):
             return False
-        rejection = self.sysctls.admit(pod)  # Go asks the sysctl allowlist before the predicates
-        if rejection is None and self.admit is not None:
+        rejection = self._sysctls.admit(pod)  # Go asks the sysctl allowlist before the predicates
+        if rejection is None and self._admit is not None:
             active = [
                 p
                 for p in self.pod_manager.pods()
@@ -478,14 +535,12 @@ class Kubelet:
                 and self.pod_workers.is_known(p.uid)
                 and not self.pod_workers.is_termination_requested(p.uid)
             ]
-            rejection = self.admit(pod, active)
+            rejection = self._admit(pod, active)
         if rejection is None:
             return False
         self.rejected.add(pod.uid)
         message = f"Pod was rejected: {rejection.message}"
-        logger.warning(
-            "pod rejected pod=%s/%s uid=%s reason=%s", pod.namespace, pod.name, pod.uid, rejection.reason
-        )
+        logger.warning("pod rejected", extra=kv(pod=kobj(pod), uid=pod.uid, reason=rejection.reason))
         status = ApiPodStatus(
             phase="Failed", reason=rejection.reason, message=message, qos_class=pod_qos(pod)
         )
@@ -503,7 +558,7 @@ class Kubelet:
     def handle_pod_removes(self, pods: Iterable[Pod]) -> None:
         for pod in pods:
             self.pod_manager.remove(pod)
-            logger.info("pod removed pod=%s/%s uid=%s", pod.namespace, pod.name, pod.uid)
+            logger.info("pod removed", extra=kv(pod=kobj(pod), uid=pod.uid))
             self.rejected.discard(pod.uid)
             if not self.sources_ready:
                 continue  # housekeeping deletes it once every source has spoken
@@ -527,13 +582,14 @@ class Kubelet:
         if pod is None:
             return
         logger.info(
-            "probe result changed pod=%s/%s uid=%s container_id=%s probe=%s result=%s",
-            pod.namespace,
-            pod.name,
-            pod.uid,
-            update.container_id,
-            update.kind.value,
-            update.result.value,
+            "probe result changed",
+            extra=kv(
+                pod=kobj(pod),
+                uid=pod.uid,
+                container_id=update.container_id,
+                probe=update.kind.value,
+                result=update.result.value,
+            ),
         )
         if (
             update.kind is not ProbeKind.LIVENESS
@@ -548,7 +604,7 @@ class Kubelet:
         try:
             await self.kube_runtime.remove_dead_containers(self.cache.get(uid), keep_per_container=1)
         except Exception as exc:
-            logger.warning("removing dead containers failed uid=%s error=%s", uid, exc)
+            logger.warning("removing dead containers failed", extra=kv(uid=uid, error=exc))
 
     def _handle_sync_tick(self) -> None:
         due = set(self.pod_workers.due())
@@ -558,9 +614,9 @@ class Kubelet:
             if status is not None and active_deadline_exceeded(pod, status, now):
                 due.add(pod.uid)
         for uid in due:
-            pod = self.pod_manager.get(uid)
-            if pod is not None:
-                self.pod_workers.update_pod(UpdatePodOptions(UpdateType.SYNC, pod=pod))
+            desired = self.pod_manager.get(uid)
+            if desired is not None:
+                self.pod_workers.update_pod(UpdatePodOptions(UpdateType.SYNC, pod=desired))
             else:
                 self.pod_workers.wake_due(uid)
 
@@ -582,7 +638,7 @@ class Kubelet:
                 try:
                     await self.kube_runtime.collect_orphans(keep)
                 except Exception as exc:
-                    logger.warning("container garbage collection failed error=%s", exc)
+                    logger.warning("container garbage collection failed", extra=kv(error=exc))
 
     async def handle_pod_cleanups(self) -> None:
         """Housekeeping (Go HandlePodCleanups): kill orphans, restart forgotten pods, collect garbage."""
@@ -599,21 +655,13 @@ class Kubelet:
                 continue
             if pod.metadata and pod.metadata.deletion_timestamp:
                 continue
-            logger.info(
-                "housekeeping starts a pod unknown to the workers pod=%s/%s uid=%s",
-                pod.namespace,
-                pod.name,
-                uid,
-            )
+            logger.info("housekeeping starts a pod unknown to the workers", extra=kv(pod=kobj(pod), uid=uid))
             self.pod_workers.update_pod(UpdatePodOptions(UpdateType.CREATE, pod=pod))
         for runtime_pod in running:
             if runtime_pod.uid in known or runtime_pod.uid in desired:
                 continue
             logger.info(
-                "housekeeping kills an orphaned pod pod=%s/%s uid=%s",
-                runtime_pod.namespace,
-                runtime_pod.name,
-                runtime_pod.uid,
+                "housekeeping kills an orphaned pod", extra=kv(pod=kobj(runtime_pod), uid=runtime_pod.uid)
             )
             self.pod_workers.update_pod(
                 UpdatePodOptions(
@@ -650,15 +698,12 @@ class Kubelet:
         self.status_manager.set_pod_status(pod, api_status)
         if api_status.phase in ("Succeeded", "Failed"):
             return True
-        if self.object_prefetch is not None:  # Go: register secrets and configmaps
+        if self._object_prefetch is not None:  # Go: register secrets and configmaps
             with trio.move_on_after(OBJECT_PREFETCH_TIMEOUT) as scope:
-                await self.object_prefetch(pod)
+                await self._object_prefetch(pod)
             if scope.cancelled_caught:  # go on with what is cached; the next sync asks again
                 logger.warning(
-                    "fetching configmaps and secrets timed out pod=%s/%s uid=%s",
-                    pod.namespace,
-                    pod.name,
-                    pod.uid,
+                    "fetching configmaps and secrets timed out", extra=kv(pod=kobj(pod), uid=pod.uid)
                 )
         try:  # Go: makePodDataDirs, 0750, so no other local user reaches the pod's files
             await self.run_sync(make_pod_data_dirs, self.config.root_dir, pod.uid)
@@ -685,9 +730,7 @@ class Kubelet:
     async def sync_terminating_pod(self, pod: Pod, status: PodStatus, grace_period: int) -> None:
         self.probe_manager.stop_liveness_and_startup(pod)
         self.status_manager.set_pod_status(pod, self.generate_status(pod, status))
-        logger.info(
-            "killing pod pod=%s/%s uid=%s grace_period=%ss", pod.namespace, pod.name, pod.uid, grace_period
-        )
+        logger.info("killing pod", extra=kv(pod=kobj(pod), uid=pod.uid, grace_period=grace_period))
         with trio.move_on_after(max(grace_period, 2) + KILL_DEADLINE_MARGIN) as scope:
             result = await self.kube_runtime.kill_pod(
                 pod, running_pod_from_status(status, self.kube_runtime.runtime_type), grace_period

@@ -1,10 +1,14 @@
-"""Log output for the daemon and run-once: logfmt text or one JSON object per line (``--log-format``).
+"""Structured logging: constant messages, context as data, logfmt text or JSON lines (``--log-format``).
 
-The code logs ``logger.info("pod added pod=%s/%s uid=%s", ...)``: a short message followed by
-``key=value`` context. The formatters split such a message back into its text and its pairs, so every line
-about a pod carries ``pod``/``uid`` as fields in either format, without a structured-logging API spread
-through the code base. In JSON, ``pod=ns/name`` becomes ``{"namespace": ..., "name": ...}`` (what klog's
-``KObj`` renders), so log processors can select on the pod's namespace and name.
+Call sites log a constant message and hand the context over as data, the way klog's
+``InfoS("msg", "pod", klog.KObj(pod))`` does::
+
+    logger.info("pod added", extra=kv(pod=kobj(pod), uid=pod.uid))
+
+The formatters lay the fields out and never look inside the message, so a value (a probe's output, a runtime
+error) cannot end a field early or forge another one: in logfmt every value that is not a plain token is
+quoted and escaped, in JSON it is a typed JSON value. ``kobj``/``kref`` render as ``namespace/name`` in text
+and as ``{"namespace": ..., "name": ...}`` in JSON. Attributes passed through plain ``extra=`` are fields too.
 
 Verbosity follows the Go kubelet's ``--v``: 0-3 show info and above, 4 and more debug.
 """
@@ -12,63 +16,92 @@ Verbosity follows the Go kubelet's ``--v``: 0-3 show info and above, 4 and more 
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import json
 import logging
 import re
 import sys
-from typing import IO, Any
+from collections.abc import Mapping
+from typing import IO, Any, Protocol
 
-__all__ = ["JsonFormatter", "LogfmtFormatter", "configure_logging", "level_for", "split_message"]
+import attrs
+
+__all__ = [
+    "FIELDS_ATTR",
+    "FieldsFormatter",
+    "JsonFormatter",
+    "LogfmtFormatter",
+    "ObjectRef",
+    "configure_logging",
+    "format_fields",
+    "kobj",
+    "kref",
+    "kv",
+    "level_for",
+    "record_fields",
+]
 
 DEBUG_VERBOSITY = 4
-_KEY = re.compile(r"(?<![^\s])([A-Za-z_][\w.\-]*)=")
-_OPEN, _CLOSE = "([{", ")]}"
-_NEEDS_QUOTES = re.compile(r'[\s"=]')
+FIELDS_ATTR = "fields"  # the LogRecord attribute ``kv`` fills
+_RESERVED = frozenset({"time", "ts", "level", "logger", "msg"})  # and "error" when there is a traceback
+_KEY = re.compile(r"[A-Za-z_][\w.\-]*")
+_NEEDS_QUOTES = re.compile(r'[\s"=\\]|[^\x21-\x7e]')
+# json.dumps leaves these line breaks raw; a line-oriented reader must not see them.
+_LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 # Attributes every LogRecord has; anything else was passed through ``extra=`` and is context too.
-_RECORD_FIELDS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+_RECORD_FIELDS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", FIELDS_ATTR}
 
 
-def _top_level_keys(message: str) -> list[re.Match[str]]:
-    """``key=`` matches outside brackets and quotes (so ``err=Error('x', code=2)`` stays one value)."""
-    matches = []
-    depth, quote, last = 0, "", 0
-    for match in _KEY.finditer(message):
-        for char in message[last : match.start()]:
-            if quote:
-                quote = "" if char == quote else quote
-            elif char in "'\"":
-                quote = char
-            elif char in _OPEN:
-                depth += 1
-            elif char in _CLOSE:
-                depth = max(depth - 1, 0)
-        last = match.start()
-        if depth == 0 and not quote:
-            matches.append(match)
-    return matches
+class _Named(Protocol):
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
 
 
-def split_message(message: str) -> tuple[str, list[tuple[str, str]]]:
-    """``"pod added pod=a/b uid=1"`` → ``("pod added", [("pod", "a/b"), ("uid", "1")])``.
+@attrs.frozen
+class ObjectRef:
+    """A namespaced object in a log line (klog's ``ObjectRef``): ``ns/name`` in text, an object in JSON."""
 
-    A value runs to the next top-level ``key=``, so values may contain spaces (``error=no such file``).
-    """
-    matches = _top_level_keys(message)
-    if not matches:
-        return message, []
-    text = message[: matches[0].start()].rstrip()
-    pairs = []
-    for index, match in enumerate(matches):
-        end = matches[index + 1].start() if index + 1 < len(matches) else len(message)
-        pairs.append((match[1], message[match.end() : end].strip()))
-    return text, pairs
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
 
-def _record_pairs(record: logging.LogRecord) -> tuple[str, list[tuple[str, Any]]]:
-    text, pairs = split_message(record.getMessage())
-    context: list[tuple[str, Any]] = list(pairs)
-    context += [(k, v) for k, v in record.__dict__.items() if k not in _RECORD_FIELDS]
-    return text, context
+def kobj(obj: _Named) -> ObjectRef:
+    """The reference to log for an object with ``namespace`` and ``name`` (a pod), as ``klog.KObj``."""
+    return ObjectRef(obj.namespace, obj.name)
+
+
+def kref(namespace: str, name: str) -> ObjectRef:
+    """The reference to log from a namespace and a name, as ``klog.KRef``."""
+    return ObjectRef(namespace, name)
+
+
+def kv(**fields: Any) -> dict[str, Any]:
+    """``extra=`` for a log call: the fields, kept apart from the record's own attributes."""
+    return {FIELDS_ATTR: fields}
+
+
+def record_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The context of a record: fields from ``kv`` first, then any other ``extra=`` attributes."""
+    fields: dict[str, Any] = dict(getattr(record, FIELDS_ATTR, None) or {})
+    for key, value in record.__dict__.items():
+        if key not in _RECORD_FIELDS:
+            fields.setdefault(key, value)
+    return fields
+
+
+def _context(record: logging.LogRecord) -> list[tuple[str, Any]]:
+    """Fields to lay out; a field may not take a reserved name or a malformed key (it is renamed)."""
+    out = []
+    reserved = _RESERVED | {"error"} if record.exc_info else _RESERVED
+    for key, value in record_fields(record).items():
+        name = key if _KEY.fullmatch(key) else "_" + re.sub(r"[^\w.\-]", "_", key)
+        out.append((f"field.{name}" if name in reserved else name, value))
+    return out
 
 
 def _timestamp(record: logging.LogRecord) -> str:
@@ -76,10 +109,20 @@ def _timestamp(record: logging.LogRecord) -> str:
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond:06d}Z"
 
 
+def _text(value: Any) -> str:
+    if isinstance(value, enum.Enum) and isinstance(value.value, str | int):
+        return str(value.value)
+    return str(value)
+
+
 def _quote(value: Any) -> str:
-    text = str(value)
+    """A logfmt value: bare if it is a plain printable token, else a JSON string (quotes, escapes)."""
+    text = _text(value)
     if text == "" or _NEEDS_QUOTES.search(text):
-        return json.dumps(text, ensure_ascii=False)
+        quoted = json.dumps(text, ensure_ascii=False)
+        for raw, escaped in _LINE_BREAKS.items():
+            quoted = quoted.replace(raw, escaped)
+        return quoted
     return text
 
 
@@ -87,13 +130,12 @@ class LogfmtFormatter(logging.Formatter):
     """``time=... level=info logger=kubelet_trio.kubelet msg="pod added" pod=default/web uid=...``."""
 
     def format(self, record: logging.LogRecord) -> str:
-        text, context = _record_pairs(record)
         fields: list[tuple[str, Any]] = [
             ("time", _timestamp(record)),
             ("level", record.levelname.lower()),
             ("logger", record.name),
-            ("msg", text),
-            *context,
+            ("msg", record.getMessage()),
+            *_context(record),
         ]
         line = " ".join(f"{key}={_quote(value)}" for key, value in fields)
         if record.exc_info:
@@ -101,12 +143,31 @@ class LogfmtFormatter(logging.Formatter):
         return line
 
 
-def _json_value(key: str, value: Any) -> Any:
-    if key == "pod" and isinstance(value, str) and value.count("/") == 1:
-        namespace, name = value.split("/")
-        return {"namespace": namespace, "name": name}
+class FieldsFormatter(logging.Formatter):
+    """A classic ``fmt`` line (``%(message)s`` etc.) followed by the record's fields in logfmt."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        line = super().formatMessage(record)
+        context = format_fields(record)
+        return f"{line} {context}" if context else line
+
+
+def format_fields(record: logging.LogRecord) -> str:
+    """The record's fields as logfmt pairs, ``pod=default/web uid=u1`` (for plain formats and tests)."""
+    return " ".join(f"{key}={_quote(value)}" for key, value in _context(record))
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, ObjectRef):
+        return {"namespace": value.namespace, "name": value.name}
+    if isinstance(value, enum.Enum):
+        return _json_value(value.value) if isinstance(value.value, str | int) else str(value)
     if isinstance(value, str | int | float | bool) or value is None:
         return value
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_json_value(item) for item in value]
+    if isinstance(value, Mapping):
+        return {str(k): _json_value(v) for k, v in value.items()}
     return str(value)
 
 
@@ -114,18 +175,20 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line: ``{"ts", "level", "logger", "msg", <context>..., "error"?}``."""
 
     def format(self, record: logging.LogRecord) -> str:
-        text, context = _record_pairs(record)
         obj: dict[str, Any] = {
             "ts": _timestamp(record),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": text,
+            "msg": record.getMessage(),
         }
-        for key, value in context:
-            obj.setdefault(key, _json_value(key, value))
+        for key, value in _context(record):
+            obj.setdefault(key, _json_value(value))
         if record.exc_info:
             obj["error"] = self.formatException(record.exc_info)
-        return json.dumps(obj, ensure_ascii=False)
+        text = json.dumps(obj, ensure_ascii=False)
+        for raw, escaped in _LINE_BREAKS.items():
+            text = text.replace(raw, escaped)
+        return text
 
 
 def level_for(verbosity: int) -> int:

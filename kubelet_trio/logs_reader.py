@@ -36,6 +36,8 @@ from collections.abc import Iterator
 
 import attrs
 
+from kubelet_trio.logs import kv
+
 __all__ = [
     "COMPRESS_SUFFIX",
     "READ_CHUNK",
@@ -389,7 +391,9 @@ class LogReader:
             record = parse_record(raw)
             if record is None:
                 if raw:
-                    logger.debug("skipping malformed CRI log record path=%s record=%r", source.path, raw[:80])
+                    logger.debug(
+                        "skipping malformed CRI log record", extra=kv(path=source.path, record=raw[:80])
+                    )
                 continue
             if self._stream is not None and record.stream != self._stream:
                 continue
@@ -408,7 +412,7 @@ class LogReader:
                     continue
                 prefix = _fixed_timestamp(record.timestamp) + b" " if options.timestamps else b""
             except (ValueError, UnicodeDecodeError):
-                logger.debug("skipping CRI log record with a bad timestamp path=%s", source.path)
+                logger.debug("skipping CRI log record with a bad timestamp", extra=kv(path=source.path))
                 continue
             newline = b"\n" if terminated and not record.partial else b""
             out.append(prefix + record.content + newline)

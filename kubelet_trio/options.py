@@ -11,8 +11,11 @@ names where the concept exists; the file (``--config``, ``apiVersion: kubelet.co
 - Relative ``staticPodPath``/``podLogsDir`` in the file are relative to the file's directory (as
   upstream resolves them).
 
-Every setting is declared once in :data:`SETTINGS` (flag, key, parser, default, help), from which the
-argument parser, the file reader and the help text are all derived.
+Every setting is declared once, as a :class:`KubeletOptions` field made by :func:`setting` (name, type,
+flag, key, parser, default from :mod:`kubelet_trio.defaults`, help); :data:`SETTINGS`, the argument
+parser, the file reader and the help text are derived from the fields, and :func:`component_configs` is
+the one place the settings are copied into the components' configurations (``KubeletConfig``,
+``ApiModeOptions``, ``RunOnceSettings``).
 """
 
 from __future__ import annotations
@@ -30,26 +33,31 @@ from typing import Any
 import attrs
 import yaml
 
+from kubelet_trio import defaults
 from kubelet_trio.api import Quantity
+from kubelet_trio.apimode import ApiModeOptions
 from kubelet_trio.config.http import parse_manifest_url_headers
-from kubelet_trio.nodestatus.setters import DEFAULT_EVICTION_HARD
+from kubelet_trio.kubelet import KubeletConfig
+from kubelet_trio.runonce import RunOnceSettings
 from kubelet_trio.sysctl import SysctlAllowlist
 
 __all__ = [
     "CONFIG_API_VERSION",
     "CONFIG_KIND",
     "SETTINGS",
+    "ComponentConfigs",
     "KubeletOptions",
     "OptionsError",
     "Setting",
     "build_parser",
+    "component_configs",
     "load_options",
     "parse_duration",
 ]
 
 CONFIG_API_VERSION = "kubelet.config.k8s.io/v1beta1"
 CONFIG_KIND = "KubeletConfiguration"
-DEFAULT_ENDPOINT = "unix:///run/containerd/containerd.sock"
+DEFAULT_ENDPOINT = defaults.CONTAINER_RUNTIME_ENDPOINT
 
 
 class OptionsError(ValueError):
@@ -360,6 +368,10 @@ def _taints(value: Any, from_file: bool) -> tuple[dict[str, str], ...]:
 
 
 # -- the settings ---------------------------------------------------------------------------------------
+#
+# Each setting is one field of KubeletOptions declared with setting(): its name (the field), type (the
+# annotation), flag, KubeletConfiguration key, parser, default and help. SETTINGS, the argument parser,
+# the file reader and the help text are derived from those fields.
 
 
 @attrs.frozen
@@ -388,10 +400,36 @@ G_CONFIG, G_SOURCES, G_RUNTIME, G_NODE, G_API, G_HTTP, G_RUNONCE, G_LOGS = (
     "logging",
 )
 
-SETTINGS: tuple[Setting, ...] = (
+_SETTING = "kubelet_trio.options.setting"  # the attrs metadata key of a field's Setting
+
+
+def setting(
+    flag: str | None,
+    key: str | None,
+    parse: Callable[[Any, bool], Any],
+    default: Any,
+    help: str,
+    group: str,
+    metavar: str | None = None,
+    *,
+    repeatable: bool = False,
+    is_switch: bool = False,
+    path: bool = False,
+) -> Any:
+    """A :class:`KubeletOptions` field declaring one setting (mutable defaults are copied per instance)."""
+    spec = Setting("", flag, key, parse, default, help, group, metavar, repeatable, is_switch, path)
+    if isinstance(default, Mapping):
+        return attrs.field(factory=lambda: dict(default), metadata={_SETTING: spec})
+    return attrs.field(default=default, metadata={_SETTING: spec})
+
+
+@attrs.frozen(kw_only=True)
+class KubeletOptions:
+    """The effective settings; ``explicit`` names the settings a flag or the file gave."""
+
+    config: str = ""  # the --config file (not a setting of its own)
     # pod sources
-    Setting(
-        "pod_manifest_path",
+    pod_manifest_path: str = setting(
         "--pod-manifest-path",
         "staticPodPath",
         _string,
@@ -400,9 +438,8 @@ SETTINGS: tuple[Setting, ...] = (
         G_SOURCES,
         "PATH",
         path=True,
-    ),
-    Setting(
-        "manifest_url",
+    )
+    manifest_url: str = setting(
         "--manifest-url",
         "staticPodURL",
         _string,
@@ -410,9 +447,8 @@ SETTINGS: tuple[Setting, ...] = (
         "URL serving a Pod, PodList or List",
         G_SOURCES,
         "URL",
-    ),
-    Setting(
-        "manifest_url_header",
+    )
+    manifest_url_header: dict[str, list[str]] = setting(  # noqa: RUF009 - copied per instance
         "--manifest-url-header",
         "staticPodURLHeader",
         _headers,
@@ -421,29 +457,26 @@ SETTINGS: tuple[Setting, ...] = (
         G_SOURCES,
         "KEY:VALUE",
         repeatable=True,
-    ),
-    Setting(
-        "file_check_frequency",
+    )
+    file_check_frequency: float = setting(
         "--file-check-frequency",
         "fileCheckFrequency",
         _positive_duration,
-        20.0,
+        defaults.FILE_CHECK_FREQUENCY,
         "how often the manifest path is re-read (inotify catches changes sooner)",
         G_SOURCES,
         "DURATION",
-    ),
-    Setting(
-        "http_check_frequency",
+    )
+    http_check_frequency: float = setting(
         "--http-check-frequency",
         "httpCheckFrequency",
         _positive_duration,
-        20.0,
+        defaults.HTTP_CHECK_FREQUENCY,
         "how often the manifest URL is fetched",
         G_SOURCES,
         "DURATION",
-    ),
-    Setting(
-        "kubeconfig",
+    )
+    kubeconfig: str = setting(
         "--kubeconfig",
         None,
         _string,
@@ -451,10 +484,9 @@ SETTINGS: tuple[Setting, ...] = (
         "kubeconfig of the API server: pods come from it, node and pod status go to it",
         G_SOURCES,
         "PATH",
-    ),
+    )
     # runtime
-    Setting(
-        "runtime",
+    runtime: str = setting(
         "--runtime",
         None,
         _choice("cri", "sim"),
@@ -462,19 +494,17 @@ SETTINGS: tuple[Setting, ...] = (
         "cri: a CRI runtime at --container-runtime-endpoint; sim: the built-in simulated runtime",
         G_RUNTIME,
         "{cri,sim}",
-    ),
-    Setting(
-        "container_runtime_endpoint",
+    )
+    container_runtime_endpoint: str = setting(
         "--container-runtime-endpoint",
         "containerRuntimeEndpoint",
         _endpoint,
-        DEFAULT_ENDPOINT,
+        defaults.CONTAINER_RUNTIME_ENDPOINT,
         "CRI runtime socket",
         G_RUNTIME,
         "unix:///SOCKET",
-    ),
-    Setting(
-        "image_service_endpoint",
+    )
+    image_service_endpoint: str = setting(
         "--image-service-endpoint",
         "imageServiceEndpoint",
         _endpoint,
@@ -482,19 +512,17 @@ SETTINGS: tuple[Setting, ...] = (
         "CRI image service socket (default: the runtime endpoint)",
         G_RUNTIME,
         "unix:///SOCKET",
-    ),
-    Setting(
-        "runtime_request_timeout",
+    )
+    runtime_request_timeout: float = setting(
         "--runtime-request-timeout",
         "runtimeRequestTimeout",
         _positive_duration,
-        120.0,
+        defaults.RUNTIME_REQUEST_TIMEOUT,
         "timeout of every CRI call except pulls",
         G_RUNTIME,
         "DURATION",
-    ),
-    Setting(
-        "pod_infra_container_image",
+    )
+    pod_infra_container_image: str = setting(
         "--pod-infra-container-image",
         None,
         _string,
@@ -502,10 +530,9 @@ SETTINGS: tuple[Setting, ...] = (
         "accepted for compatibility: a CRI runtime uses its own sandbox image setting",
         G_RUNTIME,
         "IMAGE",
-    ),
+    )
     # node
-    Setting(
-        "hostname_override",
+    hostname_override: str = setting(
         "--hostname-override",
         None,
         _string,
@@ -513,9 +540,8 @@ SETTINGS: tuple[Setting, ...] = (
         "node name (default: the hostname, lower-cased)",
         G_NODE,
         "NAME",
-    ),
-    Setting(
-        "node_ip",
+    )
+    node_ip: str = setting(
         "--node-ip",
         None,
         _ip,
@@ -524,9 +550,8 @@ SETTINGS: tuple[Setting, ...] = (
         "node name, else the default-route interface's; 0.0.0.0 or :: only picks the preferred family)",
         G_NODE,
         "IP",
-    ),
-    Setting(
-        "node_labels",
+    )
+    node_labels: dict[str, str] = setting(  # noqa: RUF009 - copied per instance
         "--node-labels",
         None,
         _labels,
@@ -535,50 +560,45 @@ SETTINGS: tuple[Setting, ...] = (
         G_NODE,
         "LABELS",
         repeatable=True,
-    ),
-    Setting(
-        "root_dir",
+    )
+    root_dir: str = setting(
         "--root-dir",
         None,
         _string,
-        "/var/lib/kubelet",
+        defaults.ROOT_DIR,
         "the kubelet's state directory",
         G_NODE,
         "DIR",
-    ),
-    Setting(
-        "pod_logs_dir",
+    )
+    pod_logs_dir: str = setting(
         "--pod-logs-dir",
         "podLogsDir",
         _string,
-        "/var/log/pods",
+        defaults.POD_LOGS_DIR,
         "root of the container log files",
         G_NODE,
         "DIR",
         path=True,
-    ),
-    Setting(
-        "sync_frequency",
+    )
+    sync_frequency: float = setting(
         "--sync-frequency",
         "syncFrequency",
         _positive_duration,
-        60.0,
+        defaults.SYNC_FREQUENCY,
         "how often a running pod is re-synced",
         G_NODE,
         "DURATION",
-    ),
-    Setting(
-        "max_pods",
+    )
+    max_pods: int = setting(
         "--max-pods",
         "maxPods",
         _non_negative_int,
-        110,
+        defaults.MAX_PODS,
         "the most pods this node runs (enforced at admission)",
         G_NODE,
         "N",
-    ),
-    Setting(
-        "allowed_unsafe_sysctls",
+    )
+    allowed_unsafe_sysctls: tuple[str, ...] = setting(
         "--allowed-unsafe-sysctls",
         "allowedUnsafeSysctls",
         _sysctl_patterns,
@@ -588,59 +608,53 @@ SETTINGS: tuple[Setting, ...] = (
         G_NODE,
         "SYSCTLS",
         repeatable=True,
-    ),
-    Setting(
-        "container_log_max_size",
+    )
+    container_log_max_size: str = setting(
         "--container-log-max-size",
         "containerLogMaxSize",
         _log_max_size,
-        "10Mi",
+        defaults.CONTAINER_LOG_MAX_SIZE,
         "size (a quantity such as 10Mi) at which a container's log file is rotated (negative: never)",
         G_NODE,
         "SIZE",
-    ),
-    Setting(
-        "container_log_max_files",
+    )
+    container_log_max_files: int = setting(
         "--container-log-max-files",
         "containerLogMaxFiles",
         _log_max_files,
-        5,
+        defaults.CONTAINER_LOG_MAX_FILES,
         "the most log files kept per container, the current one included (at least 2)",
         G_NODE,
         "N",
-    ),
-    Setting(
-        "container_log_monitor_interval",
+    )
+    container_log_monitor_interval: float = setting(
         None,
         "containerLogMonitorInterval",
         _log_monitor_interval,
-        10.0,
+        defaults.CONTAINER_LOG_MONITOR_INTERVAL,
         "how often container log sizes are checked for rotation (at least 3s)",
         G_NODE,
-    ),
+    )
     # API server mode
-    Setting(
-        "kube_api_qps",
+    kube_api_qps: float = setting(
         "--kube-api-qps",
         "kubeAPIQPS",
         _positive_number,
-        50.0,
+        defaults.KUBE_API_QPS,
         "requests per second to the API server (client-side token bucket)",
         G_API,
         "QPS",
-    ),
-    Setting(
-        "kube_api_burst",
+    )
+    kube_api_burst: int = setting(
         "--kube-api-burst",
         "kubeAPIBurst",
         _positive_int,
-        100,
+        defaults.KUBE_API_BURST,
         "burst of the API client's rate limit",
         G_API,
         "N",
-    ),
-    Setting(
-        "register_node",
+    )
+    register_node: bool = setting(
         "--register-node",
         "registerNode",
         _bool,
@@ -648,9 +662,8 @@ SETTINGS: tuple[Setting, ...] = (
         "create the Node object (false: only update one that exists)",
         G_API,
         "BOOL",
-    ),
-    Setting(
-        "register_with_taints",
+    )
+    register_with_taints: tuple[dict[str, str], ...] = setting(
         "--register-with-taints",
         "registerWithTaints",
         _taints,
@@ -659,9 +672,8 @@ SETTINGS: tuple[Setting, ...] = (
         G_API,
         "TAINTS",
         repeatable=True,
-    ),
-    Setting(
-        "kube_reserved",
+    )
+    kube_reserved: dict[str, str] = setting(  # noqa: RUF009 - copied per instance
         "--kube-reserved",
         "kubeReserved",
         _reserved,
@@ -670,9 +682,8 @@ SETTINGS: tuple[Setting, ...] = (
         G_API,
         "RESOURCES",
         repeatable=True,
-    ),
-    Setting(
-        "system_reserved",
+    )
+    system_reserved: dict[str, str] = setting(  # noqa: RUF009 - copied per instance
         "--system-reserved",
         "systemReserved",
         _reserved,
@@ -681,110 +692,99 @@ SETTINGS: tuple[Setting, ...] = (
         G_API,
         "RESOURCES",
         repeatable=True,
-    ),
-    Setting(
-        "eviction_hard",
+    )
+    eviction_hard: dict[str, str] = setting(  # noqa: RUF009 - copied per instance
         "--eviction-hard",
         "evictionHard",
         _eviction,
-        dict(DEFAULT_EVICTION_HARD),
+        defaults.EVICTION_HARD,
         "hard eviction thresholds, e.g. memory.available<100Mi,nodefs.available<10% (replace the defaults;"
         " subtracted from allocatable)",
         G_API,
         "THRESHOLDS",
         repeatable=True,
-    ),
-    Setting(
-        "node_status_update_frequency",
+    )
+    node_status_update_frequency: float = setting(
         "--node-status-update-frequency",
         "nodeStatusUpdateFrequency",
         _positive_duration,
-        10.0,
+        defaults.NODE_STATUS_UPDATE_FREQUENCY,
         "how often the node status is computed and posted when it changed",
         G_API,
         "DURATION",
-    ),
-    Setting(
-        "config_map_and_secret_change_detection_strategy",
+    )
+    config_map_and_secret_change_detection_strategy: str = setting(
         None,
         "configMapAndSecretChangeDetectionStrategy",
-        _choice("Watch", "Cache", "Get"),
-        "Watch",
+        _choice(*defaults.CHANGE_DETECTION_STRATEGIES),
+        defaults.CONFIG_MAP_AND_SECRET_CHANGE_DETECTION_STRATEGY,
         "how ConfigMaps and Secrets pods use are kept current: Watch, Cache (TTL) or Get (every sync)",
         G_API,
-    ),
-    Setting(
-        "node_status_report_frequency",
+    )
+    node_status_report_frequency: float = setting(
         None,
         "nodeStatusReportFrequency",
         _positive_duration,
-        300.0,
+        defaults.NODE_STATUS_REPORT_FREQUENCY,
         "how often the node status is posted when nothing changed",
         G_API,
-    ),
-    Setting(
-        "node_lease_duration_seconds",
+    )
+    node_lease_duration_seconds: int = setting(
         None,
         "nodeLeaseDurationSeconds",
         _positive_int,
-        40,
+        defaults.NODE_LEASE_DURATION_SECONDS,
         "the node Lease's leaseDurationSeconds (renewed every quarter of it)",
         G_API,
-    ),
+    )
     # http
-    Setting(
-        "healthz_port",
+    healthz_port: int = setting(
         "--healthz-port",
         "healthzPort",
         _port,
-        10248,
+        defaults.HEALTHZ_PORT,
         "port of the /healthz server (0 = off)",
         G_HTTP,
         "PORT",
-    ),
-    Setting(
-        "healthz_bind_address",
+    )
+    healthz_bind_address: str = setting(
         "--healthz-bind-address",
         "healthzBindAddress",
         _ip,
-        "127.0.0.1",
+        defaults.HEALTHZ_BIND_ADDRESS,
         "address of the /healthz server",
         G_HTTP,
         "IP",
-    ),
-    Setting(
-        "read_only_port",
+    )
+    read_only_port: int = setting(
         "--read-only-port",
         "readOnlyPort",
         _port,
-        0,
+        defaults.READ_ONLY_PORT,
         "port of the unauthenticated read-only server: /pods, /runningpods, /metrics, /stats/summary,"
         " /containerLogs (0 = off)",
         G_HTTP,
         "PORT",
-    ),
-    Setting(
-        "address",
+    )
+    address: str = setting(
         "--address",
         "address",
         _ip,
-        "0.0.0.0",
+        defaults.ADDRESS,
         "address of the read-only server and the Kubelet API",
         G_HTTP,
         "IP",
-    ),
-    Setting(
-        "port",
+    )
+    port: int = setting(
         "--port",
         "port",
         _port,
-        10250,
+        defaults.PORT,
         "port of the Kubelet API (TLS, authenticated): the read-only server's endpoints (0 = off)",
         G_HTTP,
         "PORT",
-    ),
-    Setting(
-        "tls_cert_file",
+    )
+    tls_cert_file: str = setting(
         "--tls-cert-file",
         "tlsCertFile",
         _string,
@@ -793,9 +793,8 @@ SETTINGS: tuple[Setting, ...] = (
         G_HTTP,
         "PATH",
         path=True,
-    ),
-    Setting(
-        "tls_private_key_file",
+    )
+    tls_private_key_file: str = setting(
         "--tls-private-key-file",
         "tlsPrivateKeyFile",
         _string,
@@ -804,9 +803,8 @@ SETTINGS: tuple[Setting, ...] = (
         G_HTTP,
         "PATH",
         path=True,
-    ),
-    Setting(
-        "client_ca_file",
+    )
+    client_ca_file: str = setting(
         "--client-ca-file",
         "authentication.x509.clientCAFile",
         _string,
@@ -815,9 +813,8 @@ SETTINGS: tuple[Setting, ...] = (
         G_HTTP,
         "PATH",
         path=True,
-    ),
-    Setting(
-        "anonymous_auth",
+    )
+    anonymous_auth: bool = setting(
         "--anonymous-auth",
         "authentication.anonymous.enabled",
         _bool,
@@ -825,9 +822,8 @@ SETTINGS: tuple[Setting, ...] = (
         "let unauthenticated Kubelet API requests in as system:anonymous",
         G_HTTP,
         "BOOL",
-    ),
-    Setting(
-        "authentication_token_webhook",
+    )
+    authentication_token_webhook: bool = setting(
         "--authentication-token-webhook",
         "authentication.webhook.enabled",
         _bool,
@@ -835,19 +831,17 @@ SETTINGS: tuple[Setting, ...] = (
         "check Kubelet API bearer tokens with TokenReview (API mode)",
         G_HTTP,
         "BOOL",
-    ),
-    Setting(
-        "authentication_token_webhook_cache_ttl",
+    )
+    authentication_token_webhook_cache_ttl: float = setting(
         "--authentication-token-webhook-cache-ttl",
         "authentication.webhook.cacheTTL",
         _duration,
-        120.0,
+        defaults.AUTHENTICATION_WEBHOOK_CACHE_TTL,
         "how long TokenReview answers are cached (0 = not cached)",
         G_HTTP,
         "DURATION",
-    ),
-    Setting(
-        "authorization_mode",
+    )
+    authorization_mode: str = setting(
         "--authorization-mode",
         "authorization.mode",
         _choice("AlwaysAllow", "Webhook"),
@@ -855,40 +849,36 @@ SETTINGS: tuple[Setting, ...] = (
         "Kubelet API authorization: AlwaysAllow or Webhook (SubjectAccessReview, API mode)",
         G_HTTP,
         "MODE",
-    ),
-    Setting(
-        "authorization_webhook_cache_authorized_ttl",
+    )
+    authorization_webhook_cache_authorized_ttl: float = setting(
         "--authorization-webhook-cache-authorized-ttl",
         "authorization.webhook.cacheAuthorizedTTL",
         _duration,
-        300.0,
+        defaults.AUTHORIZATION_WEBHOOK_CACHE_AUTHORIZED_TTL,
         "how long an allowing SubjectAccessReview answer is cached (0 = not cached)",
         G_HTTP,
         "DURATION",
-    ),
-    Setting(
-        "authorization_webhook_cache_unauthorized_ttl",
+    )
+    authorization_webhook_cache_unauthorized_ttl: float = setting(
         "--authorization-webhook-cache-unauthorized-ttl",
         "authorization.webhook.cacheUnauthorizedTTL",
         _duration,
-        30.0,
+        defaults.AUTHORIZATION_WEBHOOK_CACHE_UNAUTHORIZED_TTL,
         "how long a denying SubjectAccessReview answer is cached (0 = not cached)",
         G_HTTP,
         "DURATION",
-    ),
-    Setting(
-        "streaming_connection_idle_timeout",
+    )
+    streaming_connection_idle_timeout: float = setting(
         "--streaming-connection-idle-timeout",
         "streamingConnectionIdleTimeout",
         _duration,
-        4 * 3600.0,
+        defaults.STREAMING_CONNECTION_IDLE_TIMEOUT,
         "close exec/attach/port-forward streams after this long without traffic",
         G_HTTP,
         "DURATION",
-    ),
+    )
     # run-once
-    Setting(
-        "runonce",
+    runonce: bool = setting(
         "--runonce",
         None,
         _bool,
@@ -896,9 +886,8 @@ SETTINGS: tuple[Setting, ...] = (
         "start the pods of the static sources, wait, report, exit (0: every pod reached the target)",
         G_RUNONCE,
         is_switch=True,
-    ),
-    Setting(
-        "runonce_wait",
+    )
+    runonce_wait: str = setting(
         "--runonce-wait",
         None,
         _choice("running", "completion"),
@@ -907,9 +896,8 @@ SETTINGS: tuple[Setting, ...] = (
         " until they finish",
         G_RUNONCE,
         "{running,completion}",
-    ),
-    Setting(
-        "runonce_timeout",
+    )
+    runonce_timeout: float = setting(
         "--runonce-timeout",
         None,
         _positive_duration,
@@ -917,9 +905,8 @@ SETTINGS: tuple[Setting, ...] = (
         "overall deadline; pods not at the target by then fail",
         G_RUNONCE,
         "DURATION",
-    ),
-    Setting(
-        "runonce_cleanup",
+    )
+    runonce_cleanup: bool = setting(
         "--runonce-cleanup",
         None,
         _bool,
@@ -927,9 +914,8 @@ SETTINGS: tuple[Setting, ...] = (
         "stop and remove the pods after the report (default: leave them, like the Go kubelet)",
         G_RUNONCE,
         is_switch=True,
-    ),
-    Setting(
-        "output",
+    )
+    output: str = setting(
         "--output",
         None,
         _choice("table", "json"),
@@ -937,10 +923,9 @@ SETTINGS: tuple[Setting, ...] = (
         "report format",
         G_RUNONCE,
         "{table,json}",
-    ),
+    )
     # logging
-    Setting(
-        "verbosity",
+    verbosity: int = setting(
         "--v",
         "logging.verbosity",
         _verbosity,
@@ -948,9 +933,8 @@ SETTINGS: tuple[Setting, ...] = (
         "log verbosity: 0 info, 4+ debug (run-once shows only warnings unless --v is given)",
         G_LOGS,
         "LEVEL",
-    ),
-    Setting(
-        "log_format",
+    )
+    log_format: str = setting(
         "--log-format",
         "logging.format",
         _choice("text", "json"),
@@ -958,73 +942,7 @@ SETTINGS: tuple[Setting, ...] = (
         "text (key=value) or json (one object per line)",
         G_LOGS,
         "{text,json}",
-    ),
-)
-
-_BY_DEST = {s.dest: s for s in SETTINGS}
-_BY_KEY = {s.key: s for s in SETTINGS if s.key}
-
-
-@attrs.frozen(kw_only=True)
-class KubeletOptions:
-    """The effective settings; ``explicit`` names the settings a flag or the file gave."""
-
-    config: str = ""
-    pod_manifest_path: str = ""
-    manifest_url: str = ""
-    manifest_url_header: dict[str, list[str]] = attrs.Factory(dict)
-    file_check_frequency: float = 20.0
-    http_check_frequency: float = 20.0
-    kubeconfig: str = ""
-    runtime: str = "cri"
-    container_runtime_endpoint: str = DEFAULT_ENDPOINT
-    image_service_endpoint: str = ""
-    runtime_request_timeout: float = 120.0
-    pod_infra_container_image: str = ""
-    hostname_override: str = ""
-    node_ip: str = ""
-    node_labels: dict[str, str] = attrs.Factory(dict)
-    root_dir: str = "/var/lib/kubelet"
-    pod_logs_dir: str = "/var/log/pods"
-    sync_frequency: float = 60.0
-    max_pods: int = 110
-    allowed_unsafe_sysctls: tuple[str, ...] = ()
-    container_log_max_size: str = "10Mi"  # a quantity; see container_log_max_bytes
-    container_log_max_files: int = 5
-    container_log_monitor_interval: float = 10.0
-    kube_api_qps: float = 50.0
-    kube_api_burst: int = 100
-    register_node: bool = True
-    register_with_taints: tuple[dict[str, str], ...] = ()
-    kube_reserved: dict[str, str] = attrs.Factory(dict)
-    system_reserved: dict[str, str] = attrs.Factory(dict)
-    eviction_hard: dict[str, str] = attrs.Factory(lambda: dict(DEFAULT_EVICTION_HARD))
-    node_status_update_frequency: float = 10.0
-    node_status_report_frequency: float = 300.0
-    node_lease_duration_seconds: int = 40
-    config_map_and_secret_change_detection_strategy: str = "Watch"
-    healthz_port: int = 10248
-    healthz_bind_address: str = "127.0.0.1"
-    read_only_port: int = 0
-    address: str = "0.0.0.0"
-    port: int = 10250
-    tls_cert_file: str = ""
-    tls_private_key_file: str = ""
-    client_ca_file: str = ""
-    anonymous_auth: bool = False
-    authentication_token_webhook: bool = False
-    authentication_token_webhook_cache_ttl: float = 120.0
-    streaming_connection_idle_timeout: float = 4 * 3600.0
-    authorization_mode: str = "AlwaysAllow"
-    authorization_webhook_cache_authorized_ttl: float = 300.0
-    authorization_webhook_cache_unauthorized_ttl: float = 30.0
-    runonce: bool = False
-    runonce_wait: str = "running"
-    runonce_timeout: float = 300.0
-    runonce_cleanup: bool = False
-    output: str = "table"
-    verbosity: int = 0
-    log_format: str = "text"
+    )
     explicit: frozenset[str] = frozenset()
 
     @property
@@ -1034,6 +952,21 @@ class KubeletOptions:
     @property
     def node_name(self) -> str:
         return (self.hostname_override or socket.gethostname()).strip().lower()
+
+
+def _settings() -> tuple[Setting, ...]:
+    defaults_ = KubeletOptions()  # defaults made by a factory are this instance's copies
+    return tuple(
+        attrs.evolve(spec, dest=field.name, default=getattr(defaults_, field.name))
+        for field in attrs.fields(KubeletOptions)
+        if (spec := field.metadata.get(_SETTING)) is not None
+    )
+
+
+#: Every setting, in declaration (and help) order.
+SETTINGS: tuple[Setting, ...] = _settings()
+_BY_DEST = {s.dest: s for s in SETTINGS}
+_BY_KEY = {s.key: s for s in SETTINGS if s.key}
 
 
 # -- the argument parser --------------------------------------------------------------------------------
@@ -1190,3 +1123,76 @@ def load_options(argv: Sequence[str]) -> tuple[KubeletOptions, list[str]]:
     except TypeError as err:  # pragma: no cover - SETTINGS and KubeletOptions disagree
         raise OptionsError(str(err)) from None
     return options, warnings
+
+
+# -- the component configurations -----------------------------------------------------------------------
+
+
+@attrs.frozen
+class ComponentConfigs:
+    """What the node's components are built from, derived from :class:`KubeletOptions` in one place."""
+
+    kubelet: KubeletConfig
+    api_mode: ApiModeOptions  # used when --kubeconfig is given
+    run_once: RunOnceSettings  # used with --runonce
+
+
+def _concrete_ip(node_ip: str) -> tuple[str, ...]:
+    """``--node-ip`` as the node's IPs; none for unset or ``0.0.0.0``/``::`` (a family preference only)."""
+    return (node_ip,) if node_ip and not ipaddress.ip_address(node_ip).is_unspecified else ()
+
+
+def component_configs(options: KubeletOptions) -> ComponentConfigs:
+    """The component configurations for ``options``: the only place a setting is copied into one.
+
+    ``kubelet.node_ips`` holds only a concrete ``--node-ip``; the daemon resolves the node's address
+    otherwise (a name lookup, the routes) before it builds the node.
+    """
+    kubelet = KubeletConfig(
+        node_name=options.node_name,
+        pod_logs_dir=options.pod_logs_dir,
+        container_log_max_size=options.container_log_max_bytes,
+        container_log_max_files=options.container_log_max_files,
+        container_log_monitor_interval=options.container_log_monitor_interval,
+        root_dir=options.root_dir,
+        node_ips=_concrete_ip(options.node_ip),
+        sync_frequency=options.sync_frequency,
+        healthz_port=options.healthz_port,
+        healthz_bind_address=options.healthz_bind_address,
+        read_only_port=options.read_only_port,
+        port=options.port,
+        tls_cert_file=options.tls_cert_file,
+        tls_private_key_file=options.tls_private_key_file,
+        client_ca_file=options.client_ca_file,
+        anonymous_auth=options.anonymous_auth,
+        authentication_token_webhook=options.authentication_token_webhook,
+        authorization_mode=options.authorization_mode,
+        authentication_cache_ttl=options.authentication_token_webhook_cache_ttl,
+        authorized_cache_ttl=options.authorization_webhook_cache_authorized_ttl,
+        unauthorized_cache_ttl=options.authorization_webhook_cache_unauthorized_ttl,
+        streaming_connection_idle_timeout=options.streaming_connection_idle_timeout,
+        address=options.address,
+        allowed_unsafe_sysctls=options.allowed_unsafe_sysctls,
+    )
+    api_mode = ApiModeOptions(
+        register_node=options.register_node,
+        node_labels=dict(options.node_labels),
+        register_with_taints=tuple(options.register_with_taints),
+        max_pods=options.max_pods,
+        hostname=options.hostname_override or None,
+        kubelet_port=options.port,
+        kube_reserved=dict(options.kube_reserved),
+        system_reserved=dict(options.system_reserved),
+        eviction_hard=dict(options.eviction_hard),
+        node_status_update_frequency=options.node_status_update_frequency,
+        node_status_report_frequency=options.node_status_report_frequency,
+        node_lease_duration_seconds=options.node_lease_duration_seconds,
+        object_strategy=options.config_map_and_secret_change_detection_strategy,
+    )
+    run_once = RunOnceSettings(
+        wait=options.runonce_wait,
+        timeout=options.runonce_timeout,
+        cleanup=options.runonce_cleanup,
+        max_pods=options.max_pods,
+    )
+    return ComponentConfigs(kubelet, api_mode, run_once)

@@ -20,13 +20,17 @@ from typing import Protocol
 import attrs
 import trio
 
+from kubelet_trio import defaults
 from kubelet_trio.api import Pod
 from kubelet_trio.container.cache import PodCache
 from kubelet_trio.container.types import PodStatus, RuntimePod
+from kubelet_trio.logs import kv
 
 logger = logging.getLogger(__name__)
 
-RESYNC_INTERVAL = 60.0  # syncFrequency: a pod in sync is looked at again after this (with jitter)
+RESYNC_INTERVAL = (
+    defaults.SYNC_FREQUENCY
+)  # syncFrequency: a pod in sync is looked at again after this (with jitter)
 BACKOFF_PERIOD = 10.0  # retry after a failed sync that carries no backoff expiry of its own
 JITTER_FACTOR = 0.5
 MIN_GRACE_PERIOD = 1  # seconds; the pod-level floor (containers get at least 2 s from the runtime layer)
@@ -170,13 +174,14 @@ class PodWorkers:
         pod, running = options.pod, options.running_pod
         if pod is None:
             if running is None or options.update_type is not UpdateType.KILL:
-                logger.debug("ignoring update without a pod op=%s", options.update_type.value)
+                logger.debug("ignoring update without a pod", extra=kv(op=options.update_type.value))
                 return
             uid, full_name = running.uid, running.full_name
         else:
             uid, full_name = pod.uid, pod.full_name
         now = trio.current_time()
         status = self._statuses.get(uid)
+        first_time = status is None
         if status is None:
             status = PodSyncStatus(uid=uid, full_name=full_name)
             self._statuses[uid] = status
@@ -184,13 +189,14 @@ class PodWorkers:
                 # A kubelet restart found a finished pod: only its terminated-cleanup runs.
                 status.terminating_at = status.terminated_at = now
             self._start_worker(status)
+        if options.update_type is UpdateType.CREATE and status.terminating_at is not None and not first_time:
+            # Go checks this before ``finished``: a finished worker of a re-added UID is purged too
+            status.restart_requested = True  # housekeeping restarts it once termination completes
+            logger.info("pod is terminating, restart requested", extra=kv(pod=full_name, uid=uid))
+            return
         if status.finished:
             if options.killed is not None:
                 options.killed.set()
-            return
-        if options.update_type is UpdateType.CREATE and status.terminating_at is not None:
-            status.restart_requested = True  # housekeeping restarts it once termination completes
-            logger.info("pod is terminating, restart requested pod=%s uid=%s", full_name, uid)
             return
         if pod is not None:
             status.pod = pod
@@ -206,7 +212,7 @@ class PodWorkers:
                 became_terminating = True
             if became_terminating:
                 status.terminating_at = now
-                logger.info("pod is terminating pod=%s uid=%s", full_name, uid)
+                logger.info("pod is terminating", extra=kv(pod=full_name, uid=uid))
 
         override = options.grace_period_override
         if status.terminating_at is not None:
@@ -337,14 +343,13 @@ class PodWorkers:
                 continue
             if status.work_type is WorkType.SYNC and not self._allow_start(status):
                 logger.info(
-                    "static pod waits for the previous UID of its name pod=%s uid=%s",
-                    status.full_name,
-                    status.uid,
+                    "static pod waits for the previous UID of its name",
+                    extra=kv(pod=status.full_name, uid=status.uid),
                 )
                 continue
             status.pending = None
             await self._sync_once(status, update)
-        logger.debug("pod worker finished pod=%s uid=%s", status.full_name, status.uid)
+        logger.debug("pod worker finished", extra=kv(pod=status.full_name, uid=status.uid))
 
     async def _sync_once(self, status: PodSyncStatus, update: UpdatePodOptions) -> None:
         work_type = status.work_type
@@ -363,7 +368,7 @@ class PodWorkers:
         if self.on_sync_duration is not None:
             self.on_sync_duration(work_type, status.last_sync_time - started)
         if scope.cancelled_caught:
-            logger.debug("sync cancelled by a newer update pod=%s uid=%s", status.full_name, status.uid)
+            logger.debug("sync cancelled by a newer update", extra=kv(pod=status.full_name, uid=status.uid))
             status.wake.set()
             return
         self._complete(status, work_type, terminal, error)
@@ -394,11 +399,8 @@ class PodWorkers:
         if error is not None:
             retry_at = error.retry_at if isinstance(error, SyncError) else None
             logger.warning(
-                "error syncing pod, will retry pod=%s uid=%s work=%s error=%s",
-                status.full_name,
-                uid,
-                work_type.value,
-                error,
+                "error syncing pod, will retry",
+                extra=kv(pod=status.full_name, uid=uid, work=work_type.value, error=error),
             )
             if retry_at is not None:
                 delay = min(max(retry_at - now, 0.0), self.resync_interval)
@@ -409,7 +411,7 @@ class PodWorkers:
         if work_type is WorkType.TERMINATED:
             self._release_static(status)
             status.mark_finished()
-            logger.info("pod terminated and cleaned up pod=%s uid=%s", status.full_name, uid)
+            logger.info("pod terminated and cleaned up", extra=kv(pod=status.full_name, uid=uid))
             return
         if work_type is WorkType.TERMINATING:
             if status.pod is None:  # an orphan: nothing more to do for it
@@ -422,6 +424,8 @@ class PodWorkers:
         status.synced_at = now
         if terminal:
             status.terminating_at = now
+            # Go passes no override here, so the kill uses the pod's own (deletion or spec) grace period
+            status.grace_period = effective_grace_period(status.grace_period, status.pod, None)
             self._requeue(status, 0.0)
             return
         self._work_queue[uid] = now + self._jittered(self.resync_interval)

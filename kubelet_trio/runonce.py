@@ -32,6 +32,7 @@ import httpx
 import trio
 import trio_util
 
+from kubelet_trio import defaults
 from kubelet_trio.api import ManifestError, Pod, parse_manifest
 from kubelet_trio.api.status import PodStatus as ApiPodStatus
 from kubelet_trio.clock import WallClock, go_duration
@@ -44,6 +45,8 @@ from kubelet_trio.cri import errors as cri_errors
 from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.kubelet import Kubelet, KubeletConfig
+from kubelet_trio.kubelet_builder import KubeletDeps, open_kubelet
+from kubelet_trio.logs import kobj, kv
 from kubelet_trio.logs_reader import tail_text
 from kubelet_trio.pod_workers import UpdatePodOptions, UpdateType
 from kubelet_trio.runonce_report import ContainerReport, PodReport, RunOnceReport, container_reports
@@ -72,7 +75,7 @@ class RunOnceSettings:
     wait: str = TARGET_RUNNING  # "running" | "completion"
     timeout: float = 300.0
     cleanup: bool = False
-    max_pods: int = 110
+    max_pods: int = defaults.MAX_PODS
     retries: int = MAX_RETRIES
     retry_delay: float = RETRY_DELAY
     retry_backoff: float = RETRY_BACKOFF
@@ -155,7 +158,7 @@ def target_for(pod: Pod, wait: str) -> str:
 
 
 def all_running(pod: Pod, status: ApiPodStatus) -> bool:
-    names = [c.name for c in (pod.spec.containers if pod.spec else ())]
+    names = [c.name for c in ((pod.spec.containers or ()) if pod.spec else ())]
     running = {c.name for c in status.container_statuses or () if c.state is not None and c.state.running}
     return bool(names) and all(name in running for name in names)
 
@@ -236,10 +239,7 @@ class _RunOnce:
             pod = self.kubelet.pod_manager.get(entry.pod.uid)
             if pod is not None:
                 logger.debug(
-                    "run-once: pod not at target yet, syncing again pod=%s/%s uid=%s",
-                    pod.namespace,
-                    pod.name,
-                    pod.uid,
+                    "run-once: pod not at target yet, syncing again", extra=kv(pod=kobj(pod), uid=pod.uid)
                 )
                 self.kubelet.pod_workers.update_pod(UpdatePodOptions(UpdateType.SYNC, pod=pod))
             delay *= self.settings.retry_backoff
@@ -311,9 +311,10 @@ class _RunOnce:
             return container
         instances = self.kubelet.cache.get(pod.uid).instances(container.name)
         exited = [i for i in instances if i.state is ContainerState.EXITED]
-        instance = (exited or instances or [None])[0]
-        if instance is None:
+        candidates = exited or instances
+        if not candidates:
             return container
+        instance = candidates[0]
         try:
             response = await self.kubelet.runtime.container_status(instance.id)
         except cri_errors.CriError:
@@ -371,18 +372,16 @@ async def run_once(
         OnceSource(name, tuple(p for p in pods if p.uid in admitted_uids), pod_config.source_channel(name))
         for name, pods in pods_by_source.items()
     ]
-    kubelet = Kubelet(config, runtime, pod_config, sources, clock=clock, run_sync=run_sync)
+    deps = KubeletDeps(
+        runtime=runtime, pod_config=pod_config, sources=tuple(sources), clock=clock, run_sync=run_sync
+    )
     for pod in rejected:
         logger.warning(
-            "run-once: pod rejected, node is full pod=%s/%s uid=%s max_pods=%d",
-            pod.namespace,
-            pod.name,
-            pod.uid,
-            settings.max_pods,
+            "run-once: pod rejected, node is full",
+            extra=kv(pod=kobj(pod), uid=pod.uid, max_pods=settings.max_pods),
         )
-    async with trio.open_nursery() as nursery:
-        await nursery.start(kubelet.run)
-        driver = _RunOnce(kubelet, settings, sources, progress)
+    async with open_kubelet(config, deps) as node:
+        driver = _RunOnce(node.kubelet, settings, sources, progress)
         for pod in admitted:
             driver.tracked[pod.uid] = _Tracked(pod, target_for(pod, settings.wait))
         await driver.wait()
@@ -390,5 +389,4 @@ async def run_once(
         on_report(report)
         if settings.cleanup:
             await driver.cleanup()
-        nursery.cancel_scope.cancel()
     return report

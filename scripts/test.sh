@@ -7,6 +7,7 @@ PYTHON=${PYTHON:-python3}
 bash scripts/provision.sh
 "$PYTHON" -m ruff check .
 "$PYTHON" -m ruff format --check .
+"$PYTHON" -m mypy  # strict, on kubelet_trio ([tool.mypy] in pyproject.toml)
 # The tiers on a real kube-apiserver (tests/envtest, tests/conformance) run when its binaries are found.
 "$PYTHON" -c '
 import sys

@@ -18,6 +18,7 @@ from kubelet_trio.container_log_manager import ContainerLogManager, LogRotatePol
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.fsio import run_inline
+from kubelet_trio.logs import format_fields
 from kubelet_trio.logs_reader import LogOptions, read_text
 from kubelet_trio.sim.runtime import SimRuntime
 from tests.sim.pods import IMAGE, WALL_START_NS, Pods
@@ -167,9 +168,9 @@ async def test_a_refused_reopen_undoes_the_rename(
     with caplog.at_level(logging.WARNING, logger="kubelet_trio.container_log_manager"):
         await manager(setup).rotate_logs()
     assert setup.files() == ["0.log"] and setup.log.read_bytes() == before
-    assert [r.getMessage() for r in caplog.records] == [
+    assert [f"{r.getMessage()} {format_fields(r)}" for r in caplog.records] == [
         f"failed to rotate container log container={setup.container_id} path={setup.log} "
-        "error=ReopenContainerLog: container is not running"
+        'error="ReopenContainerLog: container is not running"'
     ]
     setup.sim.reopen_fails = False
     await manager(setup).rotate_logs()  # the next round rotates
@@ -230,9 +231,9 @@ async def test_an_unreadable_log_is_logged_and_the_round_goes_on(
     directory.write_text("a file where the log directory was")
     with caplog.at_level(logging.WARNING, logger="kubelet_trio.container_log_manager"):
         await manager(setup).rotate_logs()
-    assert [r.getMessage() for r in caplog.records] == [
+    assert [f"{r.getMessage()} {format_fields(r)}" for r in caplog.records] == [
         f"failed to rotate container log container={setup.container_id} path={setup.log} "
-        f"error=[Errno 20] Not a directory: '{setup.log}'"
+        f"error=\"[Errno 20] Not a directory: '{setup.log}'\""
     ]
 
 

@@ -33,7 +33,7 @@ def test_socket_path() -> None:
         (GRPCError(Status.DEADLINE_EXCEEDED, "slow"), errors.DeadlineExceededError),
         (GRPCError(Status.INVALID_ARGUMENT, "bad"), errors.InvalidArgumentError),
         (GRPCError(Status.INTERNAL, "boom"), errors.CriCallError),
-        (TimeoutError(), errors.DeadlineExceededError),
+        (GRPCError(Status.UNKNOWN, "server is not initialized yet"), errors.UnavailableError),
         (TimeoutError(), errors.DeadlineExceededError),
         (ConnectionRefusedError(111, "refused"), errors.UnavailableError),
         (FileNotFoundError(2, "no socket"), errors.UnavailableError),
@@ -156,6 +156,13 @@ async def test_session_survives_containerd_restart(
         await rt.list_containers()
     await trio.to_thread.run_sync(cri_env.containerd.start)
 
-    listed = await rt.list_containers(pb.ContainerFilter(id=cid))  # same session, no reopen
+    # The socket answers before the CRI plugin is ready ("server is not initialized yet": Unavailable).
+    with trio.fail_after(30):
+        while True:
+            try:
+                listed = await rt.list_containers(pb.ContainerFilter(id=cid))  # same session, no reopen
+                break
+            except errors.UnavailableError:
+                await trio.sleep(0.1)
     assert [c.id for c in listed] == [cid]
     assert listed[0].state is pb.ContainerState.CONTAINER_RUNNING  # containers outlive containerd

@@ -7,7 +7,7 @@ defaulted copy - what the kubelet would have received from the API server or its
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 
@@ -172,7 +172,7 @@ def _default_projection(projection: VolumeProjection) -> VolumeProjection:
 def _default_volume(volume: Volume) -> Volume:
     if not volume.source_kinds():
         return attrs.evolve(volume, empty_dir=EmptyDirVolumeSource())
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}
     if volume.config_map is not None and volume.config_map.default_mode is None:
         changes["config_map"] = attrs.evolve(volume.config_map, default_mode=DEFAULT_FILE_MODE)
     if volume.secret is not None and volume.secret.default_mode is None:

@@ -194,6 +194,7 @@ class Quantity:
         magnitude_digits = len(str(self._mantissa)) + shift
         if magnitude_digits > 40:
             raise QuantityError(f"quantity {self} is too large for scale {scale}")
+        magnitude: int  # typeshed types int ** int as Any (a negative exponent gives a float)
         if shift >= 0:
             magnitude = self._mantissa * 10**shift
         elif -shift > len(str(self._mantissa)):

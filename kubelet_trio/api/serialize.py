@@ -17,6 +17,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+import attr
 import attrs
 
 from kubelet_trio.api.errors import DecodeError, FieldPath, MapKey, QuantityError
@@ -40,7 +41,20 @@ def _camel(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-@attrs.frozen(kw_only=True)
+# Tell type checkers (PEP 681) that ``@model`` makes frozen, keyword-only attrs classes, so a constructor call
+# such as ``PodSpec(containers=...)`` is checked against the fields. attrs' own specifiers are listed (as
+# attrs' stubs list them) so ``attrs.field(factory=..., alias=...)`` is understood; :func:`field` is
+# deliberately not: a field specifier without ``default=`` would read as required, while here every field
+# defaults to ``None`` - the checker sees ``= field()`` as a plain default instead.
+@typing.dataclass_transform(
+    frozen_default=True, kw_only_default=True, field_specifiers=(attrs.field, attr.attrib)
+)
+def model(cls: type[M]) -> type[M]:
+    """Class decorator for API models: frozen, keyword-only attrs."""
+    return attrs.frozen(kw_only=True)(cls)
+
+
+@model
 class Model:
     """Base of all API models. ``extra`` holds the JSON members the model does not define."""
 
@@ -57,11 +71,6 @@ class Model:
     def to_dict(self) -> dict[str, Any]:
         """Encode to a JSON object, reproducing unknown members and explicit nulls."""
         return _encode_model(self)
-
-
-def model(cls: type[M]) -> type[M]:
-    """Class decorator for API models: frozen, keyword-only attrs."""
-    return attrs.frozen(kw_only=True)(cls)
 
 
 def _type_name(value: Any) -> str:

@@ -32,6 +32,7 @@ from kubelet_trio.client.errors import ApiClientError, ApiUnavailable, error_fro
 from kubelet_trio.client.kubeconfig import KubeConfig, make_ssl_context
 from kubelet_trio.client.ratelimit import DEFAULT_BURST, DEFAULT_QPS, TokenBucket
 from kubelet_trio.client.watch import WATCH_BUFFER, WatchEvent, pump_watch_events
+from kubelet_trio.logs import kv
 
 __all__ = [
     "JSON",
@@ -116,7 +117,7 @@ class _Token:
                 with open(self.file) as f:
                     self._cached = f.read().strip()
             except OSError as err:
-                logger.warning("cannot read token file path=%s error=%s", self.file, err)
+                logger.warning("cannot read token file", extra=kv(path=self.file, error=err))
                 if self._cached is None:
                     self._cached = self.static
             self._read_at = now
@@ -170,11 +171,8 @@ class ApiClient:
             if attempt:
                 assert last_error is not None
                 logger.debug(
-                    "retrying API request method=%s path=%s attempt=%d error=%s",
-                    method,
-                    path,
-                    attempt + 1,
-                    last_error,
+                    "retrying API request",
+                    extra=kv(method=method, path=path, attempt=attempt + 1, error=last_error),
                 )
             await self.limiter.acquire()
             retry_after: float | None = None

@@ -10,11 +10,13 @@ from __future__ import annotations
 import attrs
 import trio
 
+from kubelet_trio import defaults
+
 __all__ = ["DEFAULT_BURST", "DEFAULT_QPS", "TokenBucket"]
 
 #: The kubelet's defaults (``kubeAPIQPS`` / ``kubeAPIBurst``).
-DEFAULT_QPS = 50.0
-DEFAULT_BURST = 100
+DEFAULT_QPS = defaults.KUBE_API_QPS
+DEFAULT_BURST = defaults.KUBE_API_BURST
 
 
 @attrs.define(eq=False)

@@ -23,6 +23,7 @@ from kubelet_trio.client.backoff import DoublingBackoff
 from kubelet_trio.client.client import ApiClient
 from kubelet_trio.client.errors import ApiClientError, Gone, StatusError
 from kubelet_trio.client.watch import WatchEvent
+from kubelet_trio.logs import kv
 
 __all__ = [
     "BACKOFF_INITIAL",
@@ -81,12 +82,12 @@ async def list_and_watch(
             if on_error is not None:
                 on_error(err)
             delay = backoff.next()
-            logger.warning("listing %s failed, retrying in %.1fs error=%s", what, delay, err)
+            logger.warning("listing failed, retrying", extra=kv(what=what, delay=round(delay, 1), error=err))
             await trio.sleep(delay)
             continue
         backoff.reset()
         await _watch_until_gone(client, path, what, watch_params, consume, rng, min_watch_timeout, on_error)
-        logger.info("watch of %s expired (410 Gone), relisting", what)
+        logger.info("watch expired (410 Gone), relisting", extra=kv(what=what))
 
 
 async def _watch_until_gone(
@@ -120,7 +121,7 @@ async def _watch_until_gone(
             if on_error is not None:
                 on_error(err)
             delay = backoff.next()
-            logger.warning("watch of %s failed, re-watching in %.1fs error=%s", what, delay, err)
+            logger.warning("watch failed, re-watching", extra=kv(what=what, delay=round(delay, 1), error=err))
             await trio.sleep(delay)
 
 

@@ -22,28 +22,27 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
-from ipaddress import ip_address
 
 import attrs
 import trio
 
 from kubelet_trio.api import ManifestError, Pod
-from kubelet_trio.apimode import api_mode_options, api_pod_source, attach_api_mode, open_kubeconfig_client
+from kubelet_trio.apimode import open_kubeconfig_client
 from kubelet_trio.client import ApiClient
 from kubelet_trio.config.file import FileSource, scan_manifest_path
 from kubelet_trio.config.http import HttpSource
 from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.config.types import API_SOURCE, FILE_SOURCE, HTTP_SOURCE
-from kubelet_trio.cri.instrumented import InstrumentedRuntime
 from kubelet_trio.cri.remote import open_cri_runtime
 from kubelet_trio.cri.runtime import Runtime
-from kubelet_trio.kubelet import Kubelet, KubeletConfig, PodSource
+from kubelet_trio.kubelet import KubeletConfig, PodSource
+from kubelet_trio.kubelet_builder import KubeletDeps, open_kubelet
 from kubelet_trio.kuberuntime.resources import read_node_allocatable
-from kubelet_trio.logs import configure_logging
+from kubelet_trio.logs import configure_logging, kv
 from kubelet_trio.metrics import KubeletMetrics
 from kubelet_trio.nodestatus.addresses import NodeAddressError, resolve_node_ips
-from kubelet_trio.options import KubeletOptions, OptionsError, load_options
-from kubelet_trio.runonce import RunOnceSettings, fetch_manifest_url, run_once
+from kubelet_trio.options import KubeletOptions, OptionsError, component_configs, load_options
+from kubelet_trio.runonce import fetch_manifest_url, run_once
 from kubelet_trio.runonce_report import RunOnceReport
 
 logger = logging.getLogger("kubelet_trio.cmd.kubelet")
@@ -55,38 +54,8 @@ class UsageError(Exception):
     """Reported on stderr; exit status 2."""
 
 
-def _concrete_ip(node_ip: str) -> tuple[str, ...]:
-    """``--node-ip`` as the node's IPs; none for unset or ``0.0.0.0``/``::`` (a family preference only)."""
-    return (node_ip,) if node_ip and not ip_address(node_ip).is_unspecified else ()
-
-
 def kubelet_config(options: KubeletOptions) -> KubeletConfig:
-    return KubeletConfig(
-        node_name=options.node_name,
-        pod_logs_dir=options.pod_logs_dir,
-        container_log_max_size=options.container_log_max_bytes,
-        container_log_max_files=options.container_log_max_files,
-        container_log_monitor_interval=options.container_log_monitor_interval,
-        root_dir=options.root_dir,
-        node_ips=_concrete_ip(options.node_ip),
-        sync_frequency=options.sync_frequency,
-        healthz_port=options.healthz_port,
-        healthz_bind_address=options.healthz_bind_address,
-        read_only_port=options.read_only_port,
-        port=options.port,
-        tls_cert_file=options.tls_cert_file,
-        tls_private_key_file=options.tls_private_key_file,
-        client_ca_file=options.client_ca_file,
-        anonymous_auth=options.anonymous_auth,
-        authentication_token_webhook=options.authentication_token_webhook,
-        authorization_mode=options.authorization_mode,
-        authentication_cache_ttl=options.authentication_token_webhook_cache_ttl,
-        authorized_cache_ttl=options.authorization_webhook_cache_authorized_ttl,
-        unauthorized_cache_ttl=options.authorization_webhook_cache_unauthorized_ttl,
-        streaming_connection_idle_timeout=options.streaming_connection_idle_timeout,
-        address=options.address,
-        allowed_unsafe_sysctls=options.allowed_unsafe_sysctls,
-    )
+    return component_configs(options).kubelet
 
 
 def build_sources(options: KubeletOptions) -> tuple[PodConfig, list[PodSource]]:
@@ -141,7 +110,7 @@ async def check_runtime(runtime: Runtime, options: KubeletOptions) -> None:
         where = "simulated runtime" if options.runtime == "sim" else options.container_runtime_endpoint
         reason = str(err) or type(err).__name__
         raise RuntimeError(f"cannot reach the container runtime at {where}: {reason}") from err
-    logger.info("container runtime name=%s version=%s", version.runtime_name, version.runtime_version)
+    logger.info("container runtime", extra=kv(name=version.runtime_name, version=version.runtime_version))
 
 
 # -- daemon ---------------------------------------------------------------------------------------------
@@ -167,7 +136,7 @@ async def node_config(options: KubeletOptions) -> KubeletConfig:
     try:  # the node name is the hostname here (no cloud provider)
         ips = await resolve_node_ips(options.node_ip, options.node_name, options.node_name)
     except NodeAddressError as err:  # Go keeps running too, without a usable address
-        logger.warning("no node IP; using the loopback address error=%s", err)
+        logger.warning("no node IP; using the loopback address", extra=kv(error=err))
         return attrs.evolve(config, node_ips=("127.0.0.1",))
     return attrs.evolve(config, node_ips=ips)
 
@@ -177,33 +146,27 @@ async def serve(options: KubeletOptions) -> int:
     config = await node_config(options)
     metrics = KubeletMetrics()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with (
-            open_runtime(options) as runtime,
-            open_api(options) as client,
-            trio.open_nursery() as nursery,
-        ):
-            # -- API server mode (issue 7) --
-            api_source = api_pod_source(client, pod_config, options.node_name) if client is not None else None
-            kubelet = Kubelet(
-                config,
-                InstrumentedRuntime(runtime, metrics.observe_runtime_operation),
-                pod_config,
-                [*sources, api_source] if api_source is not None else sources,
+        async with open_runtime(options) as runtime, open_api(options) as client:
+            deps = KubeletDeps(
+                runtime=runtime,
+                pod_config=pod_config,
+                sources=tuple(sources),
                 metrics=metrics,
+                instrument_runtime=True,
                 allocatable=read_node_allocatable(  # the downward API's defaults for unset limits
                     options.root_dir,
                     reserved=(options.kube_reserved, options.system_reserved),
                     eviction_hard=options.eviction_hard,
                 ),
+                api_client=client,  # API server mode (issue 7) when --kubeconfig is given
+                api_options=component_configs(options).api_mode,
             )
-            if client is not None and api_source is not None:
-                attach_api_mode(kubelet, client, api_source, api_mode_options(options))
-            # -- end API server mode --
-            await nursery.start(kubelet.run)
-            async for signum in signals:
-                logger.info("stopping, pods are left running signal=%s", signal.Signals(signum).name)
-                nursery.cancel_scope.cancel()
-                break
+            async with open_kubelet(config, deps):
+                async for signum in signals:
+                    logger.info(
+                        "stopping, pods are left running", extra=kv(signal=signal.Signals(signum).name)
+                    )
+                    break
     return 0
 
 
@@ -232,13 +195,8 @@ async def read_static_sources(
 async def run_once_main(options: KubeletOptions) -> int:
     pods, errors = await read_static_sources(options)
     for error in errors:
-        logger.error("invalid pod manifest %s", error)
-    settings = RunOnceSettings(
-        wait=options.runonce_wait,
-        timeout=options.runonce_timeout,
-        cleanup=options.runonce_cleanup,
-        max_pods=options.max_pods,
-    )
+        logger.error("invalid pod manifest", extra=kv(error=error))
+    settings = component_configs(options).run_once
     # No HTTP servers in run-once: it is over in moments and must not collide with a running daemon.
     config = attrs.evolve(await node_config(options), healthz_port=0, read_only_port=0, port=0)
 
@@ -285,7 +243,7 @@ def main(argv: list[str]) -> int:
     for warning in warnings:
         logger.warning(warning)
     if options.pod_manifest_path and not os.path.exists(options.pod_manifest_path):
-        logger.warning("pod manifest path does not exist (yet) path=%s", options.pod_manifest_path)
+        logger.warning("pod manifest path does not exist (yet)", extra=kv(path=options.pod_manifest_path))
     try:
         return trio.run(run_once_main if options.runonce else serve, options)
     except KeyboardInterrupt:

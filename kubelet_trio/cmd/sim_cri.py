@@ -14,6 +14,7 @@ import sys
 import trio
 
 from kubelet_trio.cri.remote import socket_path
+from kubelet_trio.logs import FieldsFormatter, kv
 from kubelet_trio.sim.runtime import SimRuntime
 from kubelet_trio.sim.script import ScriptError, parse_script
 from kubelet_trio.sim.server import serve_sim_cri
@@ -94,18 +95,16 @@ async def serve(sim: SimRuntime, socket_path: str) -> None:
             await nursery.start(serve_sim_cri, sim, socket_path)
             logger.info("serving CRI on unix://%s", socket_path)
             async for signum in signals:
-                logger.info("received %s, shutting down", signal.Signals(signum).name)
+                logger.info("shutting down", extra=kv(signal=signal.Signals(signum).name))
                 nursery.cancel_scope.cancel()
                 break
 
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(FieldsFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
     sim = SimRuntime(
         image_behaviours=dict(args.image_behaviour),
         pull_delay=args.pull_delay,
@@ -117,5 +116,5 @@ def main(argv: list[str]) -> int:
     except* OSError as group:  # e.g. the socket's directory cannot be created
         failures.extend(_leaves(group))
     for err in failures:
-        logger.error("cannot serve CRI on unix://%s: %s", args.listen, err)
+        logger.error("cannot serve CRI", extra=kv(endpoint=f"unix://{args.listen}", error=err))
     return 1 if failures else 0

@@ -27,6 +27,7 @@ from kubelet_trio.api import DecodeError, Pod
 from kubelet_trio.client import ApiClient, WatchEvent
 from kubelet_trio.client.reflector import MIN_WATCH_TIMEOUT, list_and_watch, raise_watch_error
 from kubelet_trio.config.types import API_SOURCE, CONFIG_MIRROR_ANNOTATION, SourceSet
+from kubelet_trio.logs import kref, kv
 
 __all__ = ["ApiserverSource", "is_mirror_pod"]
 
@@ -107,10 +108,8 @@ class ApiserverSource:
         self.resource_version = str(meta.get("resourceVersion") or "")
         self.lists += 1
         logger.info(
-            "listed pods node=%s count=%d resourceVersion=%s",
-            self.node_name,
-            len(store),
-            self.resource_version,
+            "listed pods",
+            extra=kv(node=self.node_name, count=len(store), resourceVersion=self.resource_version),
         )
         await self._publish()
         self.synced.value = True
@@ -119,7 +118,7 @@ class ApiserverSource:
         try:
             return Pod.from_dict(obj)
         except DecodeError as err:
-            logger.error("ignoring undecodable pod pod=%s error=%s", _key(obj), err)
+            logger.error("ignoring undecodable pod", extra=kv(pod=kref(*_key(obj).split("/", 1)), error=err))
             return None
 
     async def _publish(self) -> None:
@@ -163,5 +162,5 @@ class ApiserverSource:
                 return False
             self._store[key] = pod
             return True
-        logger.warning("ignoring unknown watch event type=%s", event.type)
+        logger.warning("ignoring unknown watch event", extra=kv(type=event.type))
         return False

@@ -33,6 +33,7 @@ from kubelet_trio.api.manifest import read_manifest_bytes
 from kubelet_trio.config.inotify import Inotify, InotifyEvent
 from kubelet_trio.config.static import make_static_pod
 from kubelet_trio.config.types import FILE_SOURCE, SourceSet
+from kubelet_trio.logs import kv
 
 __all__ = ["FILE_CHECK_FREQUENCY", "FileScan", "FileSource", "FileState", "scan_manifest_path"]
 
@@ -80,7 +81,7 @@ def _list_files(path: str) -> list[str] | None:
         except OSError:
             continue  # vanished meanwhile
         if stat.S_ISDIR(mode):
-            logger.debug("not recursing into manifest path path=%s", full)
+            logger.debug("not recursing into manifest path", extra=kv(path=full))
         elif stat.S_ISREG(mode):
             files.append(full)
     return files
@@ -106,7 +107,7 @@ def scan_manifest_path(path: str, node_name: str, previous: dict[str, FileState]
     previous = previous or {}
     names = _list_files(path)
     if names is None:
-        logger.info("pod manifest path does not exist, ignoring path=%s", path)
+        logger.info("pod manifest path does not exist, ignoring", extra=kv(path=path))
         return FileScan((), {}, ())
     files: dict[str, FileState] = {}
     new_errors: list[ManifestError] = []
@@ -139,7 +140,7 @@ def scan_manifest_path(path: str, node_name: str, previous: dict[str, FileState]
             kept = before.pods if before is not None else result_pods
             if before is not None and before.pods:
                 logger.warning(
-                    "manifest has errors, keeping its last good pods path=%s pods=%d", name, len(kept)
+                    "manifest has errors, keeping its last good pods", extra=kv(path=name, pods=len(kept))
                 )
             files[name] = FileState(content_key, kept, errors)
         else:
@@ -171,7 +172,7 @@ class FileSource:
             self._inotify = Inotify.open() if self.use_inotify else None
             if self.use_inotify and self._inotify is None:
                 logger.info(
-                    "inotify unavailable, polling only path=%s period=%s", self.path, self.check_period
+                    "inotify unavailable, polling only", extra=kv(path=self.path, period=self.check_period)
                 )
             try:
                 await self._rescan()
@@ -192,7 +193,7 @@ class FileSource:
     async def _rescan(self) -> None:
         scan = await self.run_sync(scan_manifest_path, self.path, self.node_name, self._files)
         for error in scan.errors:
-            logger.error("invalid pod manifest source=file %s", error)
+            logger.error("invalid pod manifest", extra=kv(source="file", error=error))
         self._files = scan.files
         self._sync_watches()
         if scan.pods != self._last_sent:

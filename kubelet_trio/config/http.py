@@ -25,6 +25,7 @@ from kubelet_trio.api import ManifestError, Pod, parse_manifest
 from kubelet_trio.api.manifest import MAX_MANIFEST_BYTES, manifest_too_large
 from kubelet_trio.config.static import make_static_pod
 from kubelet_trio.config.types import HTTP_SOURCE, SourceSet
+from kubelet_trio.logs import kv
 
 __all__ = [
     "HTTP_CHECK_FREQUENCY",
@@ -130,9 +131,8 @@ class HttpSource:
         level = logging.WARNING if self._failures <= LOUD_FAILURES else logging.DEBUG
         logger.log(
             level,
-            "failed to read pods from URL, keeping the last good set url=%s reason=%s",
-            self.url,
-            reason,
+            "failed to read pods from URL, keeping the last good set",
+            extra=kv(url=self.url, reason=reason),
         )
 
     async def _poll(self, client: httpx.AsyncClient) -> None:
@@ -168,7 +168,7 @@ class HttpSource:
         result = parse_manifest(body, file=self.url, allow_lists=True, prepare=prepare)
         if result.errors:
             for error in result.errors:
-                logger.error("invalid pod manifest source=http %s", error)
+                logger.error("invalid pod manifest", extra=kv(source="http", error=error))
             self._fail(f"{len(result.errors)} error(s) in the body")
             return
         self._failures, self._last_reason = 0, None

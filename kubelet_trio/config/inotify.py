@@ -18,6 +18,8 @@ import sys
 import attrs
 import trio
 
+from kubelet_trio.logs import kv
+
 __all__ = ["IN_ALL_CHANGES", "Inotify", "InotifyEvent"]
 
 logger = logging.getLogger(__name__)
@@ -76,7 +78,7 @@ class Inotify:
             return None
         fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
         if fd < 0:
-            logger.warning("inotify unavailable error=%s", os.strerror(ctypes.get_errno()))
+            logger.warning("inotify unavailable", extra=kv(error=os.strerror(ctypes.get_errno())))
             return None
         return cls(libc, fd)
 
@@ -87,7 +89,7 @@ class Inotify:
         if wd < 0:
             err = ctypes.get_errno()
             if err not in (errno.ENOENT, errno.ENOTDIR):
-                logger.warning("inotify watch failed path=%s error=%s", path, os.strerror(err))
+                logger.warning("inotify watch failed", extra=kv(path=path, error=os.strerror(err)))
             return None
         return int(wd)
 

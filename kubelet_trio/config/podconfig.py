@@ -25,6 +25,7 @@ from kubelet_trio.config.types import (
     PodUpdate,
     SourceSet,
 )
+from kubelet_trio.logs import kobj, kv
 
 __all__ = ["UPDATES_BUFFER", "PodConfig", "PodStorage"]
 
@@ -143,20 +144,17 @@ class PodStorage:
         kept: list[Pod] = []
         for pod in pods:
             if pod.metadata is None or not pod.uid:
-                logger.warning("dropping pod without a UID source=%s pod=%s", source, pod.full_name)
+                logger.warning("dropping pod without a UID", extra=kv(source=source, pod=pod.full_name))
                 continue
             if pod.full_name in names or pod.uid in uids:
-                logger.warning(
-                    "dropping duplicate pod source=%s pod=%s/%s uid=%s",
-                    source, pod.namespace, pod.name, pod.uid,
-                )  # fmt: skip
+                logger.warning("dropping duplicate pod", extra=kv(source=source, pod=kobj(pod), uid=pod.uid))
                 continue
             owner = next((s for s, by_uid in self._pods.items() if s != source and pod.uid in by_uid), None)
             if owner is not None:
                 logger.warning(
-                    "dropping pod whose UID belongs to another source source=%s owner=%s pod=%s/%s uid=%s",
-                    source, owner, pod.namespace, pod.name, pod.uid,
-                )  # fmt: skip
+                    "dropping pod whose UID belongs to another source",
+                    extra=kv(source=source, owner=owner, pod=kobj(pod), uid=pod.uid),
+                )
                 continue
             names.add(pod.full_name)
             uids.add(pod.uid)
@@ -241,14 +239,14 @@ class PodConfig:
             task_status.started()
             async for update in self._in_recv:
                 if update.source not in self.sources:
-                    logger.warning("ignoring update from unconfigured source source=%s", update.source)
+                    logger.warning("ignoring update from unconfigured source", extra=kv(source=update.source))
                     continue
                 merged = self.storage.merge(update.source, update.pods)
                 if not self.sources_ready.value and self.storage.seen_sources >= set(self.sources):
-                    logger.info("all pod sources ready sources=%s", ",".join(self.sources))
+                    logger.info("all pod sources ready", extra=kv(sources=",".join(self.sources)))
                     self.sources_ready.value = True
                 for out in merged:
-                    logger.debug("pod update op=%s source=%s pods=%d", out.op, out.source, len(out.pods))
+                    logger.debug("pod update", extra=kv(op=out.op, source=out.source, pods=len(out.pods)))
                     await self._out_send.send(out)
         finally:
             self._out_send.close()

@@ -143,7 +143,7 @@ class InstrumentedRuntime:
     async def port_forward(self, request: pb.PortForwardRequest) -> str:
         return await self._call("port_forward", self.inner.port_forward(request))
 
-    async def container_stats(self, container_id: str) -> pb.ContainerStats:
+    async def container_stats(self, container_id: str) -> pb.ContainerStats | None:
         return await self._call("container_stats", self.inner.container_stats(container_id))
 
     async def list_container_stats(

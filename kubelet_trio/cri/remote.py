@@ -25,13 +25,16 @@ from grpclib import GRPCError, Status
 from grpclib.client import Channel
 from grpclib.exceptions import StreamTerminatedError
 
+from kubelet_trio import defaults
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.runtime import CRI_API_VERSION
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_REQUEST_TIMEOUT = 120.0  # the Go kubelet's --runtime-request-timeout default (2 min)
+DEFAULT_REQUEST_TIMEOUT = (
+    defaults.RUNTIME_REQUEST_TIMEOUT
+)  # the Go kubelet's --runtime-request-timeout default (2 min)
 
 _STATUS_ERRORS: dict[Status, type[errors.CriError]] = {
     Status.NOT_FOUND: errors.NotFoundError,
@@ -63,6 +66,8 @@ def translate_error(op: str, exc: BaseException, endpoint: str = "") -> errors.C
         cls = _STATUS_ERRORS.get(exc.status, errors.CriCallError)
         if op == "PullImage" and cls is errors.CriCallError and "not found" in message:
             cls = errors.NotFoundError  # containerd reports a missing image as UNKNOWN "...: not found"
+        if cls is errors.CriCallError and "server is not initialized yet" in message:
+            cls = errors.UnavailableError  # containerd's CRI plugin while it is still starting
         return cls(op, message, code=exc.status.name)
     if isinstance(exc, TimeoutError):  # asyncio.TimeoutError is TimeoutError on 3.11+
         return errors.DeadlineExceededError(op, "deadline exceeded (client side)")
@@ -78,8 +83,8 @@ class CriRuntime:
 
     endpoint: str
     request_timeout: float
-    _runtime_stub: Any
-    _image_stub: Any
+    _runtime_stub: pb.RuntimeServiceStub
+    _image_stub: pb.ImageServiceStub
     loop: asyncio.AbstractEventLoop
 
     async def _call(
@@ -96,7 +101,8 @@ class CriRuntime:
         grpc_timeout = None if math.isinf(budget) else max(budget, 0.001)
         try:
             with trio.fail_after(budget if not math.isinf(budget) else math.inf):
-                return await trio_asyncio.aio_as_trio(method)(request, timeout=grpc_timeout)
+                response: T = await trio_asyncio.aio_as_trio(method)(request, timeout=grpc_timeout)
+                return response
         except trio.TooSlowError as exc:
             raise errors.DeadlineExceededError(op, f"no answer within {budget:.3g}s") from exc
         except Exception as exc:
@@ -105,39 +111,47 @@ class CriRuntime:
                 raise
             raise translated from exc
 
-    def _rt(self, op: str, name: str, request: Any, *, limit: float | None = -1.0) -> Awaitable[Any]:
+    def _rt(
+        self, op: str, method: Callable[..., Awaitable[T]], request: Any, *, limit: float | None = -1.0
+    ) -> Awaitable[T]:
+        """A RuntimeService call (``method``: a bound ``self._runtime_stub`` method)."""
         bound = self.request_timeout if limit == -1.0 else limit
-        return self._call(op, getattr(self._runtime_stub, name), request, limit=bound)
+        return self._call(op, method, request, limit=bound)
 
-    def _img(self, op: str, name: str, request: Any, *, limit: float | None = -1.0) -> Awaitable[Any]:
+    def _img(
+        self, op: str, method: Callable[..., Awaitable[T]], request: Any, *, limit: float | None = -1.0
+    ) -> Awaitable[T]:
+        """An ImageService call (``method``: a bound ``self._image_stub`` method)."""
         bound = self.request_timeout if limit == -1.0 else limit
-        return self._call(op, getattr(self._image_stub, name), request, limit=bound)
+        return self._call(op, method, request, limit=bound)
 
     # RuntimeService
 
     async def version(self, api_version: str = CRI_API_VERSION) -> pb.VersionResponse:
-        return await self._rt("Version", "version", pb.VersionRequest(version=api_version))
+        return await self._rt("Version", self._runtime_stub.version, pb.VersionRequest(version=api_version))
 
     async def status(self, verbose: bool = False) -> pb.StatusResponse:
-        return await self._rt("Status", "status", pb.StatusRequest(verbose=verbose))
+        return await self._rt("Status", self._runtime_stub.status, pb.StatusRequest(verbose=verbose))
 
     async def run_pod_sandbox(self, config: pb.PodSandboxConfig, runtime_handler: str = "") -> str:
         resp = await self._rt(
             "RunPodSandbox",
-            "run_pod_sandbox",
+            self._runtime_stub.run_pod_sandbox,
             pb.RunPodSandboxRequest(config=config, runtime_handler=runtime_handler),
         )
         return resp.pod_sandbox_id
 
     async def stop_pod_sandbox(self, pod_sandbox_id: str) -> None:
         await self._rt(
-            "StopPodSandbox", "stop_pod_sandbox", pb.StopPodSandboxRequest(pod_sandbox_id=pod_sandbox_id)
+            "StopPodSandbox",
+            self._runtime_stub.stop_pod_sandbox,
+            pb.StopPodSandboxRequest(pod_sandbox_id=pod_sandbox_id),
         )
 
     async def remove_pod_sandbox(self, pod_sandbox_id: str) -> None:
         await self._rt(
             "RemovePodSandbox",
-            "remove_pod_sandbox",
+            self._runtime_stub.remove_pod_sandbox,
             pb.RemovePodSandboxRequest(pod_sandbox_id=pod_sandbox_id),
         )
 
@@ -146,12 +160,14 @@ class CriRuntime:
     ) -> pb.PodSandboxStatusResponse:
         return await self._rt(
             "PodSandboxStatus",
-            "pod_sandbox_status",
+            self._runtime_stub.pod_sandbox_status,
             pb.PodSandboxStatusRequest(pod_sandbox_id=pod_sandbox_id, verbose=verbose),
         )
 
     async def list_pod_sandbox(self, filter: pb.PodSandboxFilter | None = None) -> list[pb.PodSandbox]:
-        resp = await self._rt("ListPodSandbox", "list_pod_sandbox", pb.ListPodSandboxRequest(filter=filter))
+        resp = await self._rt(
+            "ListPodSandbox", self._runtime_stub.list_pod_sandbox, pb.ListPodSandboxRequest(filter=filter)
+        )
         return list(resp.items)
 
     async def create_container(
@@ -159,7 +175,7 @@ class CriRuntime:
     ) -> str:
         resp = await self._rt(
             "CreateContainer",
-            "create_container",
+            self._runtime_stub.create_container,
             pb.CreateContainerRequest(
                 pod_sandbox_id=pod_sandbox_id, config=config, sandbox_config=sandbox_config
             ),
@@ -168,38 +184,44 @@ class CriRuntime:
 
     async def start_container(self, container_id: str) -> None:
         await self._rt(
-            "StartContainer", "start_container", pb.StartContainerRequest(container_id=container_id)
+            "StartContainer",
+            self._runtime_stub.start_container,
+            pb.StartContainerRequest(container_id=container_id),
         )
 
     async def stop_container(self, container_id: str, timeout_seconds: int) -> None:
         # Like the Go kubelet: the RPC may take the grace period plus the usual request timeout.
         await self._rt(
             "StopContainer",
-            "stop_container",
+            self._runtime_stub.stop_container,
             pb.StopContainerRequest(container_id=container_id, timeout=timeout_seconds),
             limit=self.request_timeout + max(timeout_seconds, 0),
         )
 
     async def remove_container(self, container_id: str) -> None:
         await self._rt(
-            "RemoveContainer", "remove_container", pb.RemoveContainerRequest(container_id=container_id)
+            "RemoveContainer",
+            self._runtime_stub.remove_container,
+            pb.RemoveContainerRequest(container_id=container_id),
         )
 
     async def list_containers(self, filter: pb.ContainerFilter | None = None) -> list[pb.Container]:
-        resp = await self._rt("ListContainers", "list_containers", pb.ListContainersRequest(filter=filter))
+        resp = await self._rt(
+            "ListContainers", self._runtime_stub.list_containers, pb.ListContainersRequest(filter=filter)
+        )
         return list(resp.containers)
 
     async def container_status(self, container_id: str, verbose: bool = False) -> pb.ContainerStatusResponse:
         return await self._rt(
             "ContainerStatus",
-            "container_status",
+            self._runtime_stub.container_status,
             pb.ContainerStatusRequest(container_id=container_id, verbose=verbose),
         )
 
     async def reopen_container_log(self, container_id: str) -> None:
         await self._rt(
             "ReopenContainerLog",
-            "reopen_container_log",
+            self._runtime_stub.reopen_container_log,
             pb.ReopenContainerLogRequest(container_id=container_id),
         )
 
@@ -210,23 +232,25 @@ class CriRuntime:
         limit = None if timeout_seconds <= 0 else self.request_timeout + timeout_seconds
         return await self._rt(
             "ExecSync",
-            "exec_sync",
+            self._runtime_stub.exec_sync,
             pb.ExecSyncRequest(container_id=container_id, cmd=list(cmd), timeout=timeout_seconds),
             limit=limit,
         )
 
     async def exec(self, request: pb.ExecRequest) -> str:
-        return (await self._rt("Exec", "exec", request)).url
+        return (await self._rt("Exec", self._runtime_stub.exec, request)).url
 
     async def attach(self, request: pb.AttachRequest) -> str:
-        return (await self._rt("Attach", "attach", request)).url
+        return (await self._rt("Attach", self._runtime_stub.attach, request)).url
 
     async def port_forward(self, request: pb.PortForwardRequest) -> str:
-        return (await self._rt("PortForward", "port_forward", request)).url
+        return (await self._rt("PortForward", self._runtime_stub.port_forward, request)).url
 
-    async def container_stats(self, container_id: str) -> pb.ContainerStats:
+    async def container_stats(self, container_id: str) -> pb.ContainerStats | None:
         resp = await self._rt(
-            "ContainerStats", "container_stats", pb.ContainerStatsRequest(container_id=container_id)
+            "ContainerStats",
+            self._runtime_stub.container_stats,
+            pb.ContainerStatsRequest(container_id=container_id),
         )
         return resp.stats
 
@@ -234,26 +258,30 @@ class CriRuntime:
         self, filter: pb.ContainerStatsFilter | None = None
     ) -> list[pb.ContainerStats]:
         resp = await self._rt(
-            "ListContainerStats", "list_container_stats", pb.ListContainerStatsRequest(filter=filter)
+            "ListContainerStats",
+            self._runtime_stub.list_container_stats,
+            pb.ListContainerStatsRequest(filter=filter),
         )
         return list(resp.stats)
 
     async def update_runtime_config(self, runtime_config: pb.RuntimeConfig) -> None:
         await self._rt(
             "UpdateRuntimeConfig",
-            "update_runtime_config",
+            self._runtime_stub.update_runtime_config,
             pb.UpdateRuntimeConfigRequest(runtime_config=runtime_config),
         )
 
     # ImageService
 
     async def list_images(self, filter: pb.ImageFilter | None = None) -> list[pb.Image]:
-        resp = await self._img("ListImages", "list_images", pb.ListImagesRequest(filter=filter))
+        resp = await self._img(
+            "ListImages", self._image_stub.list_images, pb.ListImagesRequest(filter=filter)
+        )
         return list(resp.images)
 
     async def image_status(self, image: pb.ImageSpec, verbose: bool = False) -> pb.Image | None:
         resp = await self._img(
-            "ImageStatus", "image_status", pb.ImageStatusRequest(image=image, verbose=verbose)
+            "ImageStatus", self._image_stub.image_status, pb.ImageStatusRequest(image=image, verbose=verbose)
         )
         return resp.image if resp.image is not None and resp.image.id else None
 
@@ -266,17 +294,17 @@ class CriRuntime:
         # Unbounded like the Go kubelet's pulls (they can take long); the caller can still cancel.
         resp = await self._img(
             "PullImage",
-            "pull_image",
+            self._image_stub.pull_image,
             pb.PullImageRequest(image=image, auth=auth, sandbox_config=sandbox_config),
             limit=None,
         )
         return resp.image_ref
 
     async def remove_image(self, image: pb.ImageSpec) -> None:
-        await self._img("RemoveImage", "remove_image", pb.RemoveImageRequest(image=image))
+        await self._img("RemoveImage", self._image_stub.remove_image, pb.RemoveImageRequest(image=image))
 
     async def image_fs_info(self) -> pb.ImageFsInfoResponse:
-        return await self._img("ImageFsInfo", "image_fs_info", pb.ImageFsInfoRequest())
+        return await self._img("ImageFsInfo", self._image_stub.image_fs_info, pb.ImageFsInfoRequest())
 
 
 @contextlib.asynccontextmanager

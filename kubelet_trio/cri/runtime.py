@@ -82,7 +82,9 @@ class RuntimeService(Protocol):
         """Prepare a port-forward into a sandbox; returns the streaming URL."""
         ...
 
-    async def container_stats(self, container_id: str) -> pb.ContainerStats: ...
+    async def container_stats(self, container_id: str) -> pb.ContainerStats | None:
+        """The container's stats; None when the runtime answers without any (the CRI field is optional)."""
+        ...
 
     async def list_container_stats(
         self, filter: pb.ContainerStatsFilter | None = None

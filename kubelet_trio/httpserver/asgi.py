@@ -25,6 +25,7 @@ import attrs
 import trio
 
 from kubelet_trio.httpserver.http11 import UPGRADE_EXTENSION
+from kubelet_trio.logs import kv
 
 __all__ = ["App", "Handler", "HttpError", "Request", "Response", "Route", "Write"]
 
@@ -174,7 +175,7 @@ class App:
                     return Response.json({"message": err.message}, err.status)
                 return Response.text(err.message + "\n", err.status)
             except Exception:
-                logger.exception("HTTP handler failed path=%s", request.path)
+                logger.exception("HTTP handler failed", extra=kv(path=request.path))
                 return Response.text("internal server error\n", 500)
         if allowed:
             return Response(

@@ -27,6 +27,8 @@ from urllib.parse import unquote
 import h11
 import trio
 
+from kubelet_trio.logs import kv
+
 __all__ = ["IDLE_TIMEOUT", "MAX_HEADER_BYTES", "UPGRADE_EXTENSION", "HttpServer", "PrefixedStream"]
 
 logger = logging.getLogger(__name__)
@@ -57,7 +59,7 @@ class PrefixedStream(trio.abc.Stream):
     async def wait_send_all_might_not_block(self) -> None:
         await self.stream.wait_send_all_might_not_block()
 
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         if self._prefix:
             size = len(self._prefix) if max_bytes is None else max_bytes
             data, self._prefix = self._prefix[:size], self._prefix[size:]
@@ -119,7 +121,7 @@ class _Exchange:
             if event is not h11.NEED_DATA:
                 return event
             data = await self.stream.receive_some(READ_SIZE)
-            self.conn.receive_data(data)  # b"" marks the end of the stream
+            self.conn.receive_data(bytes(data))  # b"" marks the end of the stream
 
     async def receive(self) -> dict[str, Any]:
         if self.disconnected:
@@ -149,7 +151,7 @@ class _Exchange:
             if not data:
                 self.disconnected = True
                 return {"type": "http.disconnect"}
-            self.conn.receive_data(data)
+            self.conn.receive_data(bytes(data))
 
     async def _write(self, event: Any) -> None:
         data = self.conn.send(event)
@@ -310,7 +312,7 @@ class HttpServer:
         except _ClientGone:
             return
         except Exception:
-            logger.exception("HTTP app failed path=%s", scope["path"])
+            logger.exception("HTTP app failed", extra=kv(path=scope["path"]))
             if not exchange.started and not exchange.upgraded:
                 await self._error(exchange, 500)
             return

@@ -52,6 +52,7 @@ from kubelet_trio.kuberuntime.security import (
     linux_container_security_context,
     verify_run_as_non_root,
 )
+from kubelet_trio.logs import kobj, kv
 
 if TYPE_CHECKING:
     from kubelet_trio.api import LifecycleHandler
@@ -90,8 +91,8 @@ def format_pod(pod: Pod) -> str:
     return f"{pod.name}_{pod.namespace}({pod.uid})"
 
 
-def _pod_ctx(pod: Pod) -> str:
-    return f"pod={pod.namespace}/{pod.name} uid={pod.uid}"
+def _pod_ctx(pod: Pod) -> dict[str, object]:
+    return {"pod": kobj(pod), "uid": pod.uid}
 
 
 @attrs.frozen
@@ -248,7 +249,7 @@ class ContainerLifecycle:
         (+1), or from the largest ``<n>.log`` in the container's log directory when none is known.
         """
         name = container.name or ""
-        ctx = f"{_pod_ctx(pod)} container={name}"
+        ctx = {**_pod_ctx(pod), "container": name}
         try:
             image_ref = await self.images.ensure_image_exists(pod, container, sandbox_config)
         except ImageError as err:
@@ -263,7 +264,7 @@ class ContainerLifecycle:
             try:
                 restart_count = await self.run_sync(restart_count_from_log_dir, log_dir)
             except OSError as err:
-                logger.info("cannot derive restart count from logs %s dir=%s err=%s", ctx, log_dir, err)
+                logger.info("cannot derive restart count from logs", extra=kv(**ctx, dir=log_dir, err=err))
                 restart_count = 0
 
         target_id = self._target_id(pod, container, status)
@@ -302,7 +303,7 @@ class ContainerLifecycle:
             self.event(pod, "Warning", "Failed", f"Error: {message}")
             raise StartContainerError(ERR_RUN_CONTAINER, err.message) from err
         self.event(pod, "Normal", "Started", f"Started container {name}")
-        logger.info("container started %s id=%s restart_count=%d", ctx, container_id, restart_count)
+        logger.info("container started", extra=kv(**ctx, id=container_id, restart_count=restart_count))
 
         await self._post_start(pod, container, container_id)
         return container_id
@@ -330,7 +331,9 @@ class ContainerLifecycle:
         try:
             await self.hooks.run(pod, container, container_id, handler)
         except Exception as err:
-            logger.warning("postStart hook failed %s container=%s err=%s", _pod_ctx(pod), container.name, err)
+            logger.warning(
+                "postStart hook failed", extra=kv(**_pod_ctx(pod), container=container.name, err=err)
+            )
             # The message is not put in the event: it may carry secrets.
             self.event(pod, "Warning", "FailedPostStartHook", "PostStartHook failed")
             ref = RuntimeContainer(id=container_id, name=container.name or "", state=ContainerState.RUNNING)
@@ -340,7 +343,7 @@ class ContainerLifecycle:
                 )
             except cri_errors.CriError as kill_err:
                 logger.warning(
-                    "kill after postStart failure failed container=%s err=%s", container_id, kill_err
+                    "kill after postStart failure failed", extra=kv(container=container_id, err=kill_err)
                 )
             raise StartContainerError(ERR_POST_START_HOOK, str(err)) from err
 
@@ -402,7 +405,7 @@ class ContainerLifecycle:
             restored_pod, spec = restored
             pod = pod if pod is not None else restored_pod
         grace = termination_grace_period(pod, spec, reason)
-        ctx = f"pod={pod.namespace}/{pod.name} uid={pod.uid} container={target.name} id={target.id}"
+        ctx = {"pod": kobj(pod), "uid": pod.uid, "container": target.name, "id": target.id}
 
         self.event(event_pod, "Normal", "Killing", message or f"Stopping container {target.name}")
         if grace_override is not None:
@@ -415,7 +418,7 @@ class ContainerLifecycle:
             grace -= int(await ordering.wait_for_turn(target.name, grace))
         grace = max(grace, MINIMUM_GRACE_PERIOD_SECONDS)
 
-        logger.info("killing container %s grace_period=%d", ctx, grace)
+        logger.info("killing container", extra=kv(**ctx, grace_period=grace))
         with contextlib.suppress(cri_errors.NotFoundError):
             await self.runtime.stop_container(target.id, grace)
         if ordering is not None:
@@ -438,7 +441,7 @@ class ContainerLifecycle:
                 await self.hooks.run(pod, container, container_id, handler)
             except Exception as err:
                 logger.warning(
-                    "preStop hook failed %s container=%s err=%s", _pod_ctx(pod), container.name, err
+                    "preStop hook failed", extra=kv(**_pod_ctx(pod), container=container.name, err=err)
                 )
                 self.event(event_pod, "Warning", "FailedPreStopHook", "PreStopHook failed")
         return int(trio.current_time() - start)
@@ -454,7 +457,7 @@ class ContainerLifecycle:
         if response.status is not None:
             await self.run_sync(remove_container_log, response.status.log_path)
         await self.runtime.remove_container(container_id)
-        logger.debug("container removed id=%s", container_id)
+        logger.debug("container removed", extra=kv(id=container_id))
 
 
 @attrs.define(eq=False)

@@ -200,7 +200,8 @@ def go_quote(text: str) -> str:
 
 def format_map(values: Mapping[str, str] | None) -> str:
     """``fieldpath.FormatMap``: ``key="value"`` lines sorted by key, no trailing newline."""
-    return "\n".join(f"{key}={go_quote(values[key])}" for key in sorted(values or {}))
+    present = values or {}
+    return "\n".join(f"{key}={go_quote(present[key])}" for key in sorted(present))
 
 
 _SUBSCRIPT = re.compile(r"^(?P<path>.+?)\['(?P<key>.*)'\]$", re.DOTALL)
@@ -336,11 +337,11 @@ def make_environment_variables(
     objects_read = _EnvObjects(objects, namespace)
     env: dict[str, str] = {}
 
-    for source in container.env_from or ():
+    for env_from in container.env_from or ():
         kind, ref = (
-            ("configmap", source.config_map_ref)
-            if source.config_map_ref is not None
-            else ("secret", source.secret_ref)
+            ("configmap", env_from.config_map_ref)
+            if env_from.config_map_ref is not None
+            else ("secret", env_from.secret_ref)
         )
         if ref is None:
             continue
@@ -349,7 +350,7 @@ def make_environment_variables(
             if ref.optional:
                 continue
             raise objects_read.not_found(kind, ref.name)
-        prefix = source.prefix or ""
+        prefix = env_from.prefix or ""
         invalid: list[str] = []
         for key, value in data.items():
             if ENV_VAR_NAME.fullmatch(prefix + key) is None:

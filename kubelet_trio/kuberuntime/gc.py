@@ -22,6 +22,7 @@ from kubelet_trio.container.types import ContainerState, ContainerStatus, PodSta
 from kubelet_trio.cri import errors as cri_errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.kuberuntime.logs import pod_logs_directory, remove_pod_logs
+from kubelet_trio.logs import kobj, kv
 
 if TYPE_CHECKING:
     from kubelet_trio.cri.runtime import Runtime
@@ -57,17 +58,15 @@ class ContainerGC:
         removed: list[str] = []
         for name, instances in dead.items():
             for instance in instances[keep:]:
-                ctx = (
-                    f"pod={status.namespace}/{status.name} uid={status.uid} container={name} id={instance.id}"
-                )
+                ctx = {"pod": kobj(status), "uid": status.uid, "container": name, "id": instance.id}
                 try:
                     if instance.state is ContainerState.UNKNOWN:
                         await self.runtime.stop_container(instance.id, 0)
                     await self.lifecycle.remove_container(instance.id)
                 except cri_errors.CriError as err:
-                    logger.warning("failed to remove dead container %s err=%s", ctx, err)
+                    logger.warning("failed to remove dead container", extra=kv(**ctx, err=err))
                     continue
-                logger.info("removed dead container %s", ctx)
+                logger.info("removed dead container", extra=kv(**ctx))
                 removed.append(instance.id)
         return removed
 
@@ -83,15 +82,11 @@ class ContainerGC:
                 await self.runtime.remove_pod_sandbox(sandbox.id)
             except cri_errors.CriError as err:
                 logger.warning(
-                    "failed to remove sandbox uid=%s sandbox=%s err=%s", status.uid, sandbox.id, err
+                    "failed to remove sandbox", extra=kv(uid=status.uid, sandbox=sandbox.id, err=err)
                 )
                 continue
             logger.info(
-                "removed dead sandbox pod=%s/%s uid=%s sandbox=%s",
-                status.namespace,
-                status.name,
-                status.uid,
-                sandbox.id,
+                "removed dead sandbox", extra=kv(pod=kobj(status), uid=status.uid, sandbox=sandbox.id)
             )
             removed.append(sandbox.id)
         return removed
@@ -102,11 +97,11 @@ class ContainerGC:
         for pod in pods:
             if pod.uid in desired_uids:
                 continue
-            ctx = f"pod={pod.namespace}/{pod.name} uid={pod.uid}"
+            ctx = {"pod": kobj(pod), "uid": pod.uid}
             if any(c.state in _ALIVE for c in pod.containers) or any(
                 s.state is ContainerState.RUNNING for s in pod.sandboxes
             ):
-                logger.debug("orphaned pod still running, not collected %s", ctx)
+                logger.debug("orphaned pod still running, not collected", extra=kv(**ctx))
                 continue
             try:
                 for container in pod.containers:
@@ -119,8 +114,8 @@ class ContainerGC:
                         pod_logs_directory(self.pod_logs_dir, pod.namespace, pod.name, pod.uid),
                     )
             except (cri_errors.CriError, OSError) as err:
-                logger.warning("failed to collect orphaned pod %s err=%s", ctx, err)
+                logger.warning("failed to collect orphaned pod", extra=kv(**ctx, err=err))
                 continue
-            logger.info("collected orphaned pod %s", ctx)
+            logger.info("collected orphaned pod", extra=kv(**ctx))
             collected.append(pod.uid)
         return collected

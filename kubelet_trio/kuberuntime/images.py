@@ -31,6 +31,7 @@ from kubelet_trio.clock import go_duration
 from kubelet_trio.cri import errors as cri_errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.kuberuntime.backoff import Backoff
+from kubelet_trio.logs import kobj, kv
 
 if TYPE_CHECKING:
     from kubelet_trio.api import Container, Pod
@@ -170,12 +171,12 @@ class ImageManager:
     ) -> str:
         """Make sure the container's image is present per its pull policy; return its image ref (id)."""
         user_image = container.image or ""
-        ctx = f"pod={pod.namespace}/{pod.name} uid={pod.uid} container={container.name} image={user_image}"
+        ctx = {"pod": kobj(pod), "uid": pod.uid, "container": container.name, "image": user_image}
         try:
             image = apply_default_image_tag(user_image)
         except InvalidImageNameError as err:
             msg = f'Failed to apply default image tag "{user_image}": {err}'
-            logger.warning("invalid image name %s err=%s", ctx, err)
+            logger.warning("invalid image name", extra=kv(**ctx, err=err))
             self._event(pod, "Warning", "InspectFailed", msg)
             raise ImageError(ERR_INVALID_IMAGE_NAME, msg) from None
 
@@ -184,7 +185,7 @@ class ImageManager:
             found = await self.runtime.image_status(spec)
         except cri_errors.CriError as err:
             msg = f'Failed to inspect image "{user_image}": {err}'
-            logger.warning("image status failed %s err=%s", ctx, err)
+            logger.warning("image status failed", extra=kv(**ctx, err=err))
             self._event(pod, "Warning", "InspectFailed", msg)
             raise ImageError(ERR_IMAGE_INSPECT, msg) from err
         image_ref = found.id if found is not None else ""
@@ -198,7 +199,7 @@ class ImageManager:
                 )
                 return image_ref
             msg = f'Container image "{user_image}" is not present with pull policy of Never'
-            logger.warning("image absent with pull policy Never %s", ctx)
+            logger.warning("image absent with pull policy Never", extra=kv(**ctx))
             self._event(pod, "Warning", ERR_IMAGE_NEVER_PULL, msg)
             raise ImageError(ERR_IMAGE_NEVER_PULL, msg)
 
@@ -209,7 +210,7 @@ class ImageManager:
             raise ImageError(ERR_IMAGE_PULL_BACKOFF, msg, self.backoff.expiry(key))
 
         self._event(pod, "Normal", "Pulling", f'Pulling image "{user_image}"')
-        logger.info("pulling image %s", ctx)
+        logger.info("pulling image", extra=kv(**ctx))
         queued_at = trio.current_time()
         try:
             if self.serialize_pulls:
@@ -220,7 +221,7 @@ class ImageManager:
                 started_at = queued_at
                 ref = await self.runtime.pull_image(spec, None, sandbox_config)
         except cri_errors.CriError as err:
-            logger.warning("image pull failed %s err=%s", ctx, err)
+            logger.warning("image pull failed", extra=kv(**ctx, err=err))
             self._event(pod, "Warning", "Failed", f'Failed to pull image "{user_image}": {err}')
             self.backoff.next(key, trio.current_time())
             reason, msg = _pull_error(container, err)
@@ -233,6 +234,6 @@ class ImageManager:
             f'Successfully pulled image "{user_image}" in {go_duration(done_at - started_at)} '
             f"({go_duration(done_at - queued_at)} including waiting)",
         )
-        logger.info("pulled image %s ref=%s", ctx, ref)
+        logger.info("pulled image", extra=kv(**ctx, ref=ref))
         self.backoff.gc()
         return ref

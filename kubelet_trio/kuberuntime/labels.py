@@ -18,6 +18,7 @@ import attrs
 
 from kubelet_trio.api import ContainerPort, LifecycleHandler
 from kubelet_trio.kuberuntime.hash import hash_container
+from kubelet_trio.logs import kv
 
 if TYPE_CHECKING:
     from kubelet_trio.api import Container, Pod
@@ -185,7 +186,7 @@ def _int(annotations: Mapping[str, str], key: str) -> int | None:
     try:
         return int(raw)
     except ValueError:
-        logger.warning("unparsable container annotation key=%s value=%r", key, raw)
+        logger.warning("unparsable container annotation", extra=kv(key=key, value=raw))
         return None
 
 
@@ -197,14 +198,14 @@ def parse_container_annotations(annotations: Mapping[str, str]) -> AnnotatedCont
         try:
             pre_stop = LifecycleHandler.from_dict(json.loads(raw_pre_stop))
         except ValueError as err:  # JSONDecodeError and DecodeError are ValueErrors
-            logger.warning("unparsable preStop annotation err=%s", err)
+            logger.warning("unparsable preStop annotation", extra=kv(err=err))
     ports: tuple[ContainerPort, ...] = ()
     raw_ports = annotations.get(CONTAINER_PORTS_ANNOTATION)
     if raw_ports:
         try:
             ports = tuple(ContainerPort.from_dict(p) for p in json.loads(raw_ports))
         except (ValueError, TypeError) as err:
-            logger.warning("unparsable ports annotation err=%s", err)
+            logger.warning("unparsable ports annotation", extra=kv(err=err))
     return AnnotatedContainerInfo(
         hash=annotations.get(CONTAINER_HASH_ANNOTATION, ""),
         restart_count=_int(annotations, CONTAINER_RESTART_COUNT_ANNOTATION) or 0,

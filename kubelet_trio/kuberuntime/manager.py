@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 import trio
 
+from kubelet_trio import defaults
 from kubelet_trio.clock import go_duration
 from kubelet_trio.container.runtime import PodSyncResult, SyncStep
 from kubelet_trio.container.types import (
@@ -75,6 +76,7 @@ from kubelet_trio.kuberuntime.labels import (
 from kubelet_trio.kuberuntime.logs import make_dirs
 from kubelet_trio.kuberuntime.sandbox import generate_pod_sandbox_config, is_host_network_pod
 from kubelet_trio.kuberuntime.termination import termination_message
+from kubelet_trio.logs import kobj, kv
 
 if TYPE_CHECKING:
     from kubelet_trio.api import Container, Pod
@@ -191,8 +193,8 @@ def running_pod_from_status(status: PodStatus, runtime_type: str = "containerd")
     )
 
 
-def _ctx(pod: Pod) -> str:
-    return f"pod={pod.namespace}/{pod.name} uid={pod.uid}"
+def _ctx(pod: Pod) -> dict[str, object]:
+    return {"pod": kobj(pod), "uid": pod.uid}
 
 
 @attrs.define
@@ -231,7 +233,7 @@ class KubeRuntimeManager:
     _runtime: Runtime = attrs.field(alias="runtime")
     node_name: str = attrs.field(kw_only=True)
     clock: WallClock = attrs.field(kw_only=True)
-    pod_logs_dir: str = attrs.field(default="/var/log/pods", kw_only=True)
+    pod_logs_dir: str = attrs.field(default=defaults.POD_LOGS_DIR, kw_only=True)
     runtime_type: str = attrs.field(default="containerd", kw_only=True)
     events: EventSink | None = attrs.field(default=None, kw_only=True)
     probe_results: ProbeResults = attrs.field(default=NO_PROBE_RESULTS, kw_only=True)
@@ -383,22 +385,23 @@ class KubeRuntimeManager:
         container_statuses: list[ContainerStatus] = []
         for container in await self._runtime.list_containers(pb.ContainerFilter(label_selector=selector)):
             try:
-                response = await self._runtime.container_status(container.id)
+                container_response = await self._runtime.container_status(container.id)
             except cri_errors.NotFoundError:
                 continue
-            if response.status is None:
+            cri_status = container_response.status
+            if cri_status is None:
                 raise cri_errors.CriCallError("ContainerStatus", f"container {container.id}: status is nil")
-            converted = self._to_container_status(response.status)
-            if converted.state is ContainerState.EXITED:
-                annotations = parse_container_annotations(response.status.annotations)
+            status = self._to_container_status(cri_status)
+            if status.state is ContainerState.EXITED:
+                annotations = parse_container_annotations(cri_status.annotations)
                 message = await self.run_sync(
                     termination_message,
-                    response.status,
+                    cri_status,
                     annotations.termination_message_path,
                     annotations.termination_message_policy,
                 )
-                converted = attrs.evolve(converted, message=message)
-            container_statuses.append(converted)
+                status = attrs.evolve(status, message=message)
+            container_statuses.append(status)
         # Newest first; instances created in the same instant (possible under a MockClock) are ordered
         # by their restart count.
         container_statuses.sort(key=lambda c: (c.created_at, c.restart_count), reverse=True)
@@ -449,7 +452,7 @@ class KubeRuntimeManager:
     async def _sync_pod(self, pod: Pod, status: PodStatus, steps: list[SyncStep]) -> None:
         ctx = _ctx(pod)
         actions = self.compute_pod_actions(pod, status)
-        logger.debug("computed pod actions %s actions=%s", ctx, actions)
+        logger.debug("computed pod actions", extra=kv(**ctx, actions=actions))
         if actions.create_sandbox and actions.sandbox_id:
             self._event(
                 pod, "Normal", "SandboxChanged", "Pod sandbox changed, it will be killed and re-created."
@@ -460,14 +463,16 @@ class KubeRuntimeManager:
             killed = await self.kill_pod(pod, running_pod_from_status(status, self.runtime_type))
             steps.extend(killed.steps)
             if not killed.ok:
-                logger.warning("killing pod failed %s errors=%s", ctx, killed.failed)
+                logger.warning("killing pod failed", extra=kv(**ctx, errors=killed.failed))
                 return
             if actions.create_sandbox:
                 await self._purge_init_containers(pod, status)
         else:
             by_id = {c.id: c for c in status.container_statuses}
             for container_id, info in actions.containers_to_kill.items():
-                logger.info("killing unwanted container %s container=%s id=%s", ctx, info.name, container_id)
+                logger.info(
+                    "killing unwanted container", extra=kv(**ctx, container=info.name, id=container_id)
+                )
                 try:
                     await self.lifecycle.kill_container(
                         pod, by_id[container_id], None, info.reason, info.message
@@ -487,7 +492,7 @@ class KubeRuntimeManager:
                 sandbox_id = await self._create_pod_sandbox(pod, actions.attempt)
             except (cri_errors.CriError, OSError, RuntimeHandlerError) as err:
                 message = f'Failed to create sandbox for pod "{format_pod(pod)}": {err}'
-                logger.warning("creating sandbox failed %s err=%s", ctx, err)
+                logger.warning("creating sandbox failed", extra=kv(**ctx, err=err))
                 self._event(pod, "Warning", "FailedCreatePodSandBox", f"Failed to create pod sandbox: {err}")
                 steps.append(
                     SyncStep(ACTION_CREATE_POD_SANDBOX, format_pod(pod), ERR_CREATE_POD_SANDBOX, message)
@@ -551,7 +556,7 @@ class KubeRuntimeManager:
         await self.run_sync(make_dirs, config.log_directory)
         handler = await self._runtime_handler(pod)
         sandbox_id = await self._runtime.run_pod_sandbox(config, handler)
-        logger.info("created sandbox %s sandbox=%s attempt=%d", _ctx(pod), sandbox_id, attempt)
+        logger.info("created sandbox", extra=kv(**_ctx(pod), sandbox=sandbox_id, attempt=attempt))
         return sandbox_id
 
     async def _runtime_handler(self, pod: Pod) -> str:
@@ -563,7 +568,7 @@ class KubeRuntimeManager:
             await self.runtime_classes.wait_synced()
         handler = self.runtime_classes.lookup_runtime_handler(name)
         logger.info(
-            "running pod with runtime handler %s runtime_class=%s handler=%s", _ctx(pod), name, handler
+            "running pod with runtime handler", extra=kv(**_ctx(pod), runtime_class=name, handler=handler)
         )
         return handler
 
@@ -594,7 +599,7 @@ class KubeRuntimeManager:
             message = (
                 f"back-off {go_duration(delay)} restarting failed container={name} pod={format_pod(pod)}"
             )
-            logger.debug("back-off restarting container %s container=%s delay=%s", _ctx(pod), name, delay)
+            logger.debug("back-off restarting container", extra=kv(**_ctx(pod), container=name, delay=delay))
             return SyncStep(ACTION_START_CONTAINER, name, ERR_CRASH_LOOP_BACKOFF, message, finished + delay)
         self.crash_backoff.next(key, finished)
         return None
@@ -618,11 +623,8 @@ class KubeRuntimeManager:
             )
         except StartContainerError as err:
             logger.info(
-                "starting container failed %s container=%s reason=%s message=%s",
-                _ctx(pod),
-                name,
-                err.reason,
-                err.message,
+                "starting container failed",
+                extra=kv(**_ctx(pod), container=name, reason=err.reason, message=err.message),
             )
             return SyncStep(ACTION_START_CONTAINER, name, err.reason, err.message, err.backoff_until)
         return SyncStep(ACTION_START_CONTAINER, name)
@@ -654,11 +656,8 @@ class KubeRuntimeManager:
             await self.lifecycle.remove_container(instance.id)
         except cri_errors.CriError as err:
             logger.warning(
-                "failed to remove init container %s container=%s id=%s err=%s",
-                _ctx(pod),
-                instance.name,
-                instance.id,
-                err,
+                "failed to remove init container",
+                extra=kv(**_ctx(pod), container=instance.name, id=instance.id, err=err),
             )
 
     # --- kill -----------------------------------------------------------------------------------
@@ -690,13 +689,14 @@ class KubeRuntimeManager:
                 await self.lifecycle.kill_container(pod, container, grace_period_override, ordering=ordering)
             except cri_errors.CriError as err:
                 logger.warning(
-                    "kill container failed pod=%s/%s uid=%s container=%s id=%s err=%s",
-                    runtime_pod.namespace,
-                    runtime_pod.name,
-                    runtime_pod.uid,
-                    container.name,
-                    container.id,
-                    err,
+                    "kill container failed",
+                    extra=kv(
+                        pod=kobj(runtime_pod),
+                        uid=runtime_pod.uid,
+                        container=container.name,
+                        id=container.id,
+                        err=err,
+                    ),
                 )
                 container_steps[index] = SyncStep(
                     ACTION_KILL_CONTAINER, container.name, ERR_KILL_CONTAINER, str(err)
@@ -716,12 +716,8 @@ class KubeRuntimeManager:
                 pass
             except cri_errors.CriError as err:
                 logger.warning(
-                    "stop sandbox failed pod=%s/%s uid=%s sandbox=%s err=%s",
-                    runtime_pod.namespace,
-                    runtime_pod.name,
-                    runtime_pod.uid,
-                    sandbox.id,
-                    err,
+                    "stop sandbox failed",
+                    extra=kv(pod=kobj(runtime_pod), uid=runtime_pod.uid, sandbox=sandbox.id, err=err),
                 )
                 steps.append(SyncStep(ACTION_KILL_POD_SANDBOX, sandbox.id, ERR_KILL_POD_SANDBOX, str(err)))
                 continue

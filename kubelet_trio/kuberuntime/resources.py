@@ -14,6 +14,7 @@ import attrs
 
 from kubelet_trio.api import Container, Pod, Quantity, ResourceFieldSelector
 from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.logs import kv
 from kubelet_trio.status.qos import BEST_EFFORT, GUARANTEED, pod_qos
 
 __all__ = [
@@ -130,7 +131,7 @@ def read_node_capacity(root_dir: str = "/") -> NodeAllocatable:
                     memory = int(line.split()[1]) * 1024
                     break
     except (OSError, ValueError, IndexError) as err:
-        logger.warning("cannot read /proc/meminfo err=%s", err)
+        logger.warning("cannot read /proc/meminfo", extra=kv(err=err))
     return NodeAllocatable(
         milli_cpu=(os.cpu_count() or 1) * 1000,
         memory=memory,

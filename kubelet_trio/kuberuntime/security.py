@@ -9,6 +9,8 @@ The pod's security context supplies defaults the container's overrides; ``fsGrou
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from kubelet_trio.api import Container, Pod, SecurityContext
@@ -69,7 +71,7 @@ def effective_security_context(pod: Pod, container: Container) -> SecurityContex
     effective = container.security_context or SecurityContext()
     if pod_sc is None:
         return effective
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}
     for name in ("run_as_user", "run_as_group", "run_as_non_root"):
         if getattr(effective, name) is None and getattr(pod_sc, name) is not None:
             changes[name] = getattr(pod_sc, name)

@@ -21,6 +21,7 @@ import trio
 
 from kubelet_trio.api import Container, LifecycleHandler, Pod
 from kubelet_trio.cri.runtime import RuntimeService
+from kubelet_trio.logs import kobj, kv
 from kubelet_trio.prober.probe import ProbeError
 from kubelet_trio.prober.probe.exec import run_in_container
 from kubelet_trio.prober.probe.http import http_get, new_client, request_for_action
@@ -98,10 +99,6 @@ class HandlerRunner:
         async with new_client() as client:
             response, _ = await http_get(client, url, headers)
         logger.debug(
-            "HTTP lifecycle hook answered pod=%s/%s uid=%s container=%s status=%d",
-            pod.namespace,
-            pod.name,
-            pod.uid,
-            container.name,
-            response.status_code,
+            "HTTP lifecycle hook answered",
+            extra=kv(pod=kobj(pod), uid=pod.uid, container=container.name, status=response.status_code),
         )

@@ -27,6 +27,7 @@ import attrs
 from kubelet_trio.api import Pod, PodDNSConfig
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.fsio import RunSync, run_in_thread
+from kubelet_trio.logs import kobj, kv
 
 __all__ = [
     "MAX_DNS_NAMESERVERS",
@@ -85,8 +86,8 @@ def _merge_options(existing: Sequence[str], extra: PodDNSConfig) -> list[str]:
     for option in existing:
         name, _, value = option.partition(":")
         merged[name] = value
-    for option in extra.options or ():
-        merged[option.name or ""] = option.value or ""
+    for dns_option in extra.options or ():
+        merged[dns_option.name or ""] = dns_option.value or ""
     return [f"{name}:{value}" if value else name for name, value in merged.items()]
 
 
@@ -102,7 +103,7 @@ class DnsConfigurer:
     run_sync: RunSync = run_in_thread
 
     def _event(self, pod: Pod, reason: str, message: str) -> None:
-        logger.info("%s pod=%s/%s uid=%s: %s", reason, pod.namespace, pod.name, pod.uid, message)
+        logger.info("pod DNS event", extra=kv(reason=reason, pod=kobj(pod), uid=pod.uid, message=message))
         if self.events is not None:
             self.events(pod, "Warning", reason, message)
 
@@ -123,7 +124,7 @@ class DnsConfigurer:
             return "host" if spec is not None and spec.host_network else "cluster"
         if policy == "Default":
             return "host"
-        logger.error("invalid DNSPolicy=%s pod=%s/%s; using ClusterFirst", policy, pod.namespace, pod.name)
+        logger.error("invalid DNSPolicy; using ClusterFirst", extra=kv(DNSPolicy=policy, pod=kobj(pod)))
         return "cluster"
 
     async def pod_dns_config(self, pod: Pod) -> pb.DnsConfig:

@@ -20,16 +20,18 @@ import attrs
 import trio
 import trio_util
 
+from kubelet_trio import defaults
 from kubelet_trio.client import ApiClient, ApiClientError, Conflict, NotFound
 from kubelet_trio.client.backoff import DoublingBackoff
 from kubelet_trio.clock import WallClock
+from kubelet_trio.logs import kv
 
 __all__ = ["LEASE_NAMESPACE", "NodeLeaseController", "micro_time"]
 
 logger = logging.getLogger(__name__)
 
 LEASE_NAMESPACE = "kube-node-lease"
-LEASE_DURATION_SECONDS = 40
+LEASE_DURATION_SECONDS = defaults.NODE_LEASE_DURATION_SECONDS
 RENEW_INTERVAL_FRACTION = 0.25
 MAX_UPDATE_RETRIES = 5
 ENSURE_BACKOFF_INITIAL = 0.1
@@ -109,14 +111,16 @@ class NodeLeaseController:
                         self._renewed(lease),
                     )
                     self.renewals += 1
-                    logger.info("created node lease node=%s", self.node_name)
+                    logger.info("created node lease", extra=kv(node=self.node_name))
                     return
                 self.lease = current
                 await self._renew()
                 return
             except ApiClientError as err:
                 delay = backoff.next()
-                logger.warning("failed to ensure node lease, retrying in %.1fs error=%s", delay, err)
+                logger.warning(
+                    "failed to ensure node lease, retrying", extra=kv(delay=round(delay, 1), error=err)
+                )
                 await trio.sleep(delay)
 
     async def _renew(self) -> None:
@@ -127,19 +131,18 @@ class NodeLeaseController:
                 self.renewals += 1
                 return
             except Conflict:
-                logger.debug("lease update conflict, re-reading attempt=%d", attempt + 1)
+                logger.debug("lease update conflict, re-reading", extra=kv(attempt=attempt + 1))
                 try:
                     self.lease = await self.client.get(self.path)
                 except ApiClientError as err:
-                    logger.warning("failed to re-read node lease error=%s", err)
+                    logger.warning("failed to re-read node lease", extra=kv(error=err))
             except NotFound:
                 self.lease = None
                 await self._ensure()
                 return
             except ApiClientError as err:
-                logger.warning("failed to update node lease attempt=%d error=%s", attempt + 1, err)
+                logger.warning("failed to update node lease", extra=kv(attempt=attempt + 1, error=err))
         logger.error(
-            "failed %d attempts to update node lease, will retry after %.0fs",
-            MAX_UPDATE_RETRIES,
-            self.renew_interval,
+            "failed to update node lease, will retry",
+            extra=kv(attempts=MAX_UPDATE_RETRIES, retry_after=self.renew_interval),
         )

@@ -26,6 +26,8 @@ from pathlib import Path
 import attrs
 import trio
 
+from kubelet_trio.logs import kv
+
 __all__ = [
     "DefaultRoute",
     "HostNetwork",
@@ -322,5 +324,5 @@ async def resolve_node_ips(
     ip = choose_node_ip(
         node_ip=node_ip, node_name=node_name, hostname=hostname, resolved=resolved, network=network
     )
-    logger.info("node IP chosen node=%s ip=%s resolved=%s", node_name, ip, ",".join(resolved) or "-")
+    logger.info("node IP chosen", extra=kv(node=node_name, ip=ip, resolved=",".join(resolved) or "-"))
     return (ip,)

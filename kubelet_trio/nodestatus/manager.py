@@ -21,12 +21,14 @@ import attrs
 import trio
 import trio_util
 
+from kubelet_trio import defaults
 from kubelet_trio.api import rfc3339
 from kubelet_trio.client import AlreadyExists, ApiClient, ApiClientError, NotFound, merge_patch_diff
 from kubelet_trio.client.backoff import DoublingBackoff
 from kubelet_trio.clock import WallClock
 from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.fsio import RunSync, run_in_thread
+from kubelet_trio.logs import kv
 from kubelet_trio.nodestatus.machine import MachineInfo, read_machine_info
 from kubelet_trio.nodestatus.setters import (
     CONTROLLER_ATTACH_DETACH,
@@ -90,7 +92,7 @@ class NodeStatusManager:
     client: ApiClient
     host: NodeHost
     config: NodeStatusConfig
-    root_dir: str = "/var/lib/kubelet"
+    root_dir: str = defaults.ROOT_DIR
     machine: MachineInfo | None = None  # read from the host at start when not given
     register: bool = True  # registerNode: create the Node (False: someone else does; only report status)
     update_frequency: float = NODE_STATUS_UPDATE_FREQUENCY
@@ -119,8 +121,9 @@ class NodeStatusManager:
     def current_node(self) -> dict[str, Any] | None:
         """The Node as the API server has it, else as this kubelet would register it (admission needs a
         node even before registration, like Go's ``getNodeAnyWay``); None before the machine is known."""
-        if self.node.value is not None:
-            return self.node.value
+        known: dict[str, Any] | None = self.node.value  # trio_util is untyped
+        if known is not None:
+            return known
         if self.machine is None:
             return None
         status = build_status(
@@ -157,7 +160,7 @@ class NodeStatusManager:
                     version = await runtime.version()
                 self._runtime_version = f"{version.runtime_name}://{version.runtime_version}"
             except Exception as err:
-                logger.warning("cannot read the container runtime version error=%s", err)
+                logger.warning("cannot read the container runtime version", extra=kv(error=err))
         try:
             with trio.fail_after(RUNTIME_CALL_TIMEOUT):
                 images = await runtime.list_images()
@@ -165,7 +168,7 @@ class NodeStatusManager:
                 (list(i.repo_digests) + list(i.repo_tags), int(i.size or 0)) for i in images
             )
         except Exception as err:
-            logger.debug("cannot list images for node status error=%s", err)
+            logger.debug("cannot list images for node status", extra=kv(error=err))
 
     async def _compute(self, old_status: dict[str, Any] | None) -> dict[str, Any]:
         await self._refresh_runtime_info()
@@ -190,12 +193,12 @@ class NodeStatusManager:
                     node = await self.client.create(
                         "/api/v1/nodes", initial_node(self.config, self.machine, status)
                     )
-                    logger.info("registered node node=%s", self.config.node_name)
+                    logger.info("registered node", extra=kv(node=self.config.node_name))
                     self._last_report = trio.current_time()
                     self._report_transitions(None, node.get("status"))
                 except AlreadyExists:
                     node = await self._reconcile_existing(await self.client.get(self.path))
-                    logger.info("node already registered, reconciled node=%s", self.config.node_name)
+                    logger.info("node already registered, reconciled", extra=kv(node=self.config.node_name))
                 self.node.value = node
                 if node is not None and _ready(node.get("status")) is None:
                     await self.sync(force=True)
@@ -203,10 +206,8 @@ class NodeStatusManager:
             except ApiClientError as err:
                 delay = backoff.next()
                 logger.warning(
-                    "unable to register node, retrying in %.1fs node=%s error=%s",
-                    delay,
-                    self.config.node_name,
-                    err,
+                    "unable to register node, retrying",
+                    extra=kv(delay=round(delay, 1), node=self.config.node_name, error=err),
                 )
                 await trio.sleep(delay)
 
@@ -248,10 +249,10 @@ class NodeStatusManager:
             self.reports += 1
             self._report_transitions(old, new)
         except NotFound:
-            logger.error("node object not found, cannot report status node=%s", self.config.node_name)
+            logger.error("node object not found, cannot report status", extra=kv(node=self.config.node_name))
             self.node.value = None
         except ApiClientError as err:
-            logger.warning("error updating node status node=%s error=%s", self.config.node_name, err)
+            logger.warning("error updating node status", extra=kv(node=self.config.node_name, error=err))
             self.node.value = None  # read it afresh next time
 
     def _report_transitions(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:

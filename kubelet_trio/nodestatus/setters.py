@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from kubelet_trio import defaults
 from kubelet_trio.api import Quantity
 from kubelet_trio.nodestatus.machine import MachineInfo
 
@@ -28,7 +29,7 @@ __all__ = [
 ]
 
 #: Hard eviction thresholds subtracted from allocatable (``defaults_linux.go``).
-DEFAULT_EVICTION_HARD: Mapping[str, str] = {"memory.available": "100Mi", "nodefs.available": "10%"}
+DEFAULT_EVICTION_HARD: Mapping[str, str] = defaults.EVICTION_HARD
 MAX_IMAGES = 50  # nodeStatusMaxImages
 MAX_NAMES_PER_IMAGE = 5
 CONTROLLER_ATTACH_DETACH = "volumes.kubernetes.io/controller-managed-attach-detach"
@@ -51,8 +52,8 @@ class NodeStatusConfig:
     node_labels: Mapping[str, str] = attrs.Factory(dict)
     register_with_taints: tuple[Mapping[str, Any], ...] = ()
     register_schedulable: bool = True
-    max_pods: int = 110
-    kubelet_port: int = 10250
+    max_pods: int = defaults.MAX_PODS
+    kubelet_port: int = defaults.PORT
     kube_reserved: Mapping[str, str] = attrs.Factory(dict)
     system_reserved: Mapping[str, str] = attrs.Factory(dict)
     eviction_hard: Mapping[str, str] = DEFAULT_EVICTION_HARD

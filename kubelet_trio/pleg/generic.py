@@ -27,6 +27,7 @@ import trio
 from kubelet_trio.clock import go_duration
 from kubelet_trio.container.cache import PodCache
 from kubelet_trio.container.types import ContainerState, PodStatus, RuntimeContainer, RuntimePod
+from kubelet_trio.logs import kobj, kv
 from kubelet_trio.pleg.events import PodLifecycleEvent, PodLifecycleEventType
 
 __all__ = [
@@ -209,7 +210,7 @@ class GenericPLEG:
         try:
             pods = await self.runtime.get_pods(all=True)
         except Exception as err:
-            logger.error("GenericPLEG: unable to retrieve pods err=%r", err)
+            logger.error("GenericPLEG: unable to retrieve pods", extra=kv(err=err))
             return
         self.last_relist_time = timestamp
 
@@ -249,7 +250,7 @@ class GenericPLEG:
     async def _update_cache(self, uid: str, pod: RuntimePod | None) -> PodStatus | None:
         """Write the pod's fresh status to the cache; ``None`` when it vanished or inspection failed."""
         if pod is None:
-            logger.debug("PLEG: delete status for pod pod_uid=%s", uid)
+            logger.debug("PLEG: delete status for pod", extra=kv(pod_uid=uid))
             self.cache.delete(uid)
             return None
         timestamp = trio.current_time()  # the status is at least this fresh (Go takes now() here too)
@@ -257,11 +258,7 @@ class GenericPLEG:
             status = await self.runtime.get_pod_status(pod.uid, pod.name, pod.namespace)
         except Exception as err:
             logger.error(
-                "PLEG: inspecting pod failed, will retry pod=%s/%s pod_uid=%s err=%r",
-                pod.namespace,
-                pod.name,
-                uid,
-                err,
+                "PLEG: inspecting pod failed, will retry", extra=kv(pod=kobj(pod), pod_uid=uid, err=err)
             )
             # Like Go, record the error so that a pod worker waiting for fresh status sees it rather than
             # acting on stale data once the cache timestamp moves.
@@ -296,21 +293,16 @@ class GenericPLEG:
             except trio.WouldBlock:
                 self.discarded_events += 1
                 logger.error(
-                    "event channel is full, discarding this relist() cycle event pod_uid=%s event=%s "
-                    "container_id=%s",
-                    uid,
-                    event.type,
-                    event.data,
+                    "event channel is full, discarding this relist() cycle event",
+                    extra=kv(pod_uid=uid, event=event.type, container_id=event.data),
                 )
             except (trio.BrokenResourceError, trio.ClosedResourceError):
-                logger.debug("event channel closed, dropping event pod_uid=%s event=%s", uid, event.type)
+                logger.debug("event channel closed, dropping event", extra=kv(pod_uid=uid, event=event.type))
             if event.type is PodLifecycleEventType.CONTAINER_DIED and status is not None:
                 for c in status.container_statuses:
                     if c.id == event.data:
                         logger.debug(
-                            "container finished pod_uid=%s container_id=%s exit_code=%d",
-                            uid,
-                            c.id,
-                            c.exit_code,
+                            "container finished",
+                            extra=kv(pod_uid=uid, container_id=c.id, exit_code=c.exit_code),
                         )
                         break

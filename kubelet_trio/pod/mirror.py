@@ -22,6 +22,7 @@ import trio_util
 from kubelet_trio.api import Pod
 from kubelet_trio.client import AlreadyExists, ApiClient, ApiClientError, NotFound
 from kubelet_trio.config.types import CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION
+from kubelet_trio.logs import kobj, kv
 
 __all__ = ["MirrorPodManager", "mirror_pod_for"]
 
@@ -94,7 +95,7 @@ class MirrorPodManager:
                 if mirror is None and node_uid and not self.host.is_termination_requested(pod.uid):
                     await self._create(pod, node_uid)
             except ApiClientError as err:
-                logger.warning("mirror pod reconcile failed pod=%s/%s error=%s", pod.namespace, pod.name, err)
+                logger.warning("mirror pod reconcile failed", extra=kv(pod=kobj(pod), error=err))
         if not self.host.sources_ready:
             return  # a static pod may still arrive: no orphan deletion yet
         for full_name, mirror in mirrors.items():
@@ -102,7 +103,7 @@ class MirrorPodManager:
                 try:
                     await self._delete(mirror, "orphaned")
                 except ApiClientError as err:
-                    logger.warning("deleting orphaned mirror pod failed pod=%s error=%s", full_name, err)
+                    logger.warning("deleting orphaned mirror pod failed", extra=kv(pod=full_name, error=err))
 
     async def _create(self, pod: Pod, node_uid: str) -> None:
         try:
@@ -110,7 +111,7 @@ class MirrorPodManager:
                 f"/api/v1/namespaces/{pod.namespace}/pods", mirror_pod_for(pod, self.node_name, node_uid)
             )
             self.created += 1
-            logger.info("created mirror pod pod=%s/%s uid=%s", pod.namespace, pod.name, pod.uid)
+            logger.info("created mirror pod", extra=kv(pod=kobj(pod), uid=pod.uid))
         except AlreadyExists:
             pass  # the watch will show it (and the next round judges whether it is current)
 
@@ -122,8 +123,6 @@ class MirrorPodManager:
                 uid=mirror.uid,
             )
             self.deleted += 1
-            logger.info(
-                "deleted %s mirror pod pod=%s/%s uid=%s", why, mirror.namespace, mirror.name, mirror.uid
-            )
+            logger.info("deleted mirror pod", extra=kv(reason=why, pod=kobj(mirror), uid=mirror.uid))
         except NotFound:
             pass

@@ -27,6 +27,7 @@ from kubelet_trio.clock import WallClock
 from kubelet_trio.container.cache import PodCache
 from kubelet_trio.cri.runtime import RuntimeService
 from kubelet_trio.kuberuntime.actions import ProbeKind, ProbeResult
+from kubelet_trio.logs import kobj, kv
 from kubelet_trio.prober.probe.http import new_client
 from kubelet_trio.prober.prober import Prober, probe_spec
 from kubelet_trio.prober.results import ProbeUpdate, ResultsManager
@@ -116,11 +117,8 @@ class ProbeManager:
         update = self.results.set(kind, container_id, result, uid)
         if update is not None:
             logger.debug(
-                "probe result changed uid=%s container_id=%s probe=%s result=%s",
-                uid,
-                container_id,
-                kind.value,
-                result.value,
+                "probe result changed",
+                extra=kv(uid=uid, container_id=container_id, probe=kind.value, result=result.value),
             )
             await self._send.send(update)
 
@@ -150,12 +148,8 @@ class ProbeManager:
                     worker.run, name=f"probe:{pod.namespace}/{pod.name}/{container.name}/{kind.value}"
                 )
                 logger.debug(
-                    "probe worker started pod=%s/%s uid=%s container=%s probe=%s",
-                    pod.namespace,
-                    pod.name,
-                    pod.uid,
-                    container.name,
-                    kind.value,
+                    "probe worker started",
+                    extra=kv(pod=kobj(pod), uid=pod.uid, container=container.name, probe=kind.value),
                 )
 
     def _stop(self, uid: str, kinds: tuple[ProbeKind, ...]) -> None:

@@ -19,6 +19,7 @@ from kubelet_trio.api import Container, Pod, Probe
 from kubelet_trio.cri.runtime import RuntimeService
 from kubelet_trio.kuberuntime.actions import ProbeKind, ProbeResult
 from kubelet_trio.kuberuntime.envvars import expand_command_only_static
+from kubelet_trio.logs import kobj, kv
 from kubelet_trio.prober.probe import ProbeError, Result
 from kubelet_trio.prober.probe.exec import exec_probe
 from kubelet_trio.prober.probe.grpc import grpc_probe, grpc_timeout_output
@@ -77,7 +78,7 @@ class Prober:
         if spec is None:
             return ProbeResult.SUCCESS
         name = probe_kind_name(kind)
-        ctx = f"pod={pod.namespace}/{pod.name} uid={pod.uid} container={container.name} probe={kind.value}"
+        ctx = {"pod": kobj(pod), "uid": pod.uid, "container": container.name, "probe": kind.value}
         error: ProbeError | None = None
         result, output = Result.UNKNOWN, ""
         for _ in range(MAX_PROBE_RETRIES):
@@ -89,23 +90,23 @@ class Prober:
             error = None
             break
         if error is not None:
-            logger.info("probe errored %s err=%s", ctx, error)
+            logger.info("probe errored", extra=kv(**ctx, err=error))
             self._event(
                 pod, "Warning", "Unhealthy", f"{name} probe errored and resulted in unknown state: {error}"
             )
             raise error
         if result is Result.SUCCESS:
-            logger.debug("probe succeeded %s", ctx)
+            logger.debug("probe succeeded", extra=kv(**ctx))
             return ProbeResult.SUCCESS
         if result is Result.WARNING:
             self._event(pod, "Warning", "ProbeWarning", f"{name} probe warning: {output}")
-            logger.debug("probe succeeded with a warning %s output=%r", ctx, output)
+            logger.debug("probe succeeded with a warning", extra=kv(**ctx, output=output))
             return ProbeResult.SUCCESS
         if result is Result.FAILURE:
-            logger.info("probe failed %s output=%r", ctx, output)
+            logger.info("probe failed", extra=kv(**ctx, output=output))
             self._event(pod, "Warning", "Unhealthy", f"{name} probe failed: {output}")
             return ProbeResult.FAILURE
-        logger.info("probe unknown without error %s", ctx)
+        logger.info("probe unknown without error", extra=kv(**ctx))
         return ProbeResult.FAILURE
 
     def _host(self, host: str | None, pod_ip: str) -> str:

@@ -27,6 +27,7 @@ import trio
 from kubelet_trio.api import Container, Pod, Probe
 from kubelet_trio.api.status import ContainerStatus
 from kubelet_trio.kuberuntime.actions import ProbeKind, ProbeResult
+from kubelet_trio.logs import kobj, kv
 from kubelet_trio.prober.probe import ProbeError
 
 if TYPE_CHECKING:
@@ -72,11 +73,13 @@ class ProbeWorker:
     def period(self) -> float:
         return float(self.spec.period_seconds or 10)
 
-    def _ctx(self) -> str:
-        return (
-            f"pod={self.pod.namespace}/{self.pod.name} uid={self.pod.uid} "
-            f"container={self.container.name} probe={self.kind.value}"
-        )
+    def _ctx(self) -> dict[str, object]:
+        return {
+            "pod": kobj(self.pod),
+            "uid": self.pod.uid,
+            "container": self.container.name,
+            "probe": self.kind.value,
+        }
 
     def trigger(self) -> None:
         """Probe now (Go's manual trigger; coalesces like a channel of one)."""
@@ -93,7 +96,7 @@ class ProbeWorker:
                 if self.container_id:
                     self.manager.results.remove(self.kind, self.container_id)
                 self.manager.worker_finished(self)
-                logger.debug("probe worker stopped %s", self._ctx())
+                logger.debug("probe worker stopped", extra=kv(**self._ctx()))
 
     async def _loop(self) -> None:
         manager = self.manager
@@ -135,7 +138,7 @@ class ProbeWorker:
         if status is None:
             return True
         if status.phase in ("Failed", "Succeeded"):
-            logger.debug("pod is terminated, probe worker exits %s phase=%s", self._ctx(), status.phase)
+            logger.debug("pod is terminated, probe worker exits", extra=kv(**self._ctx(), phase=status.phase))
             return False
         current = self._find_status()
         if current is None or not current.container_id:

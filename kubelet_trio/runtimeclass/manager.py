@@ -35,6 +35,7 @@ import trio_util
 from kubelet_trio.client import ApiClient, WatchEvent
 from kubelet_trio.client.reflector import MIN_WATCH_TIMEOUT, list_and_watch, raise_watch_error
 from kubelet_trio.kuberuntime.manager import RuntimeHandlerError
+from kubelet_trio.logs import kv
 
 __all__ = [
     "LIST_PAGE_SIZE",
@@ -134,7 +135,8 @@ class RuntimeClassManager:
         self.lists += 1
         self.last_error = None
         logger.info(
-            "listed runtimeclasses count=%d resourceVersion=%s", len(self._handlers), self.resource_version
+            "listed runtimeclasses",
+            extra=kv(count=len(self._handlers), resourceVersion=self.resource_version),
         )
         self.synced.value = True
 

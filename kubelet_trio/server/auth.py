@@ -29,6 +29,7 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from kubelet_trio.httpserver.asgi import TEXT, Receive, Scope, Send
+from kubelet_trio.logs import kv
 
 if TYPE_CHECKING:
     from kubelet_trio.client import ApiClient
@@ -169,9 +170,9 @@ class KubeletAuth:
         scheme, _, token = authorization.partition(" ")
         token = token.strip()
         if scheme.lower() == "bearer" and token and self.config.webhook:
-            user = await self._cached_token_review(token)
-            if user is not None:
-                return user
+            reviewed = await self._cached_token_review(token)
+            if reviewed is not None:
+                return reviewed
         if self.config.anonymous:
             return User(ANONYMOUS, (UNAUTHENTICATED,))
         return None
@@ -184,7 +185,7 @@ class KubeletAuth:
         try:
             user = await self._token_review(token)
         except AuthError as err:
-            logger.warning("token review failed error=%s", err)
+            logger.warning("token review failed", extra=kv(error=err))
             return None  # not cached: the next request asks again
         self.tokens.put(key, user, self.config.token_cache_ttl)
         return user
@@ -257,7 +258,7 @@ class AuthenticatedApp:
             await self.app(scope, receive, send)
             return
         client = scope.get("client")
-        der = self.peer_certs.get(tuple(client)) if client else None  # type: ignore[arg-type]
+        der = self.peer_certs.get(tuple(client)) if client else None
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         method, path = scope["method"], scope["path"]
         user = await self.auth.authenticate(der, headers)
@@ -267,7 +268,7 @@ class AuthenticatedApp:
         try:
             allowed = await self.auth.authorize(user, method, path)
         except AuthError as err:
-            logger.error("authorization error user=%s path=%s error=%s", user.name, path, err)
+            logger.error("authorization error", extra=kv(user=user.name, path=path, error=err))
             await _reply(send, 500, "Authorization error")
             return
         if not allowed:

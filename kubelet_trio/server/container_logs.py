@@ -33,6 +33,7 @@ from kubelet_trio.config.inotify import IN_CREATE, IN_MODIFY, IN_MOVED_TO, Inoti
 from kubelet_trio.container.types import ContainerState, ContainerStatus
 from kubelet_trio.cri import errors as cri_errors
 from kubelet_trio.httpserver.asgi import TEXT, Handler, HttpError, Request, Response, Write
+from kubelet_trio.logs import kobj, kv
 from kubelet_trio.logs_reader import LogOptions, LogReader, parse_timestamp
 
 if TYPE_CHECKING:
@@ -207,13 +208,8 @@ async def _serve(
         reader = await kubelet.run_sync(functools.partial(LogReader.open, path, options, follow=follow))
     except OSError as err:
         logger.warning(
-            "cannot read container log pod=%s/%s uid=%s container=%s path=%s error=%s",
-            pod.namespace,
-            pod.name,
-            pod.uid,
-            container,
-            path,
-            err,
+            "cannot read container log",
+            extra=kv(pod=kobj(pod), uid=pod.uid, container=container, path=path, error=err),
         )
         await write(f"error reading the log of container {container!r}: {err.strerror or err}\n".encode())
         return

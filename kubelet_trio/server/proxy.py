@@ -20,6 +20,8 @@ from collections.abc import Sequence
 import attrs
 import trio
 
+from kubelet_trio.logs import kv
+
 __all__ = ["COPY_SIZE", "StreamProxy", "upgrade_request_head"]
 
 logger = logging.getLogger(__name__)
@@ -84,7 +86,7 @@ class StreamProxy:
                 backend = await _dial(url, ssl_context)
                 await backend.send_all(upgrade_request_head(method, url, headers))
             except (OSError, trio.BrokenResourceError, ValueError) as err:
-                logger.warning("cannot reach the streaming server url=%s error=%s", url, err)
+                logger.warning("cannot reach the streaming server", extra=kv(url=url, error=err))
                 body = f"error dialing backend: {err}\n".encode()
                 await client.send_all(
                     b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\n"
@@ -117,4 +119,4 @@ class StreamProxy:
                 nursery.start_soon(copy, client, backend)
                 nursery.start_soon(copy, backend, client)
         if idle.cancelled_caught and trio.current_time() >= idle.deadline:
-            logger.info("streaming connection idle, closing idle_timeout=%s", self.idle_timeout)
+            logger.info("streaming connection idle, closing", extra=kv(idle_timeout=self.idle_timeout))

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from kubelet_trio.httpserver.http11 import HttpServer
+from kubelet_trio.logs import kv
 from kubelet_trio.server.app import healthz_app, kubelet_api_app, read_only_app
 from kubelet_trio.server.auth import AuthConfig, AuthenticatedApp, KubeletAuth
 from kubelet_trio.server.tls import serving_pair
@@ -133,7 +134,7 @@ async def _serve_kubelet_api(kubelet: Kubelet, *, task_status: trio.TaskStatus[s
     app = AuthenticatedApp(kubelet_api_app(kubelet), auth, peer_certs)
     async with trio.open_nursery() as nursery:
         url = await nursery.start(serve_tls_app, app, config.address, config.port, context, peer_certs)
-        logger.info("kubelet API listening url=%s", url)
+        logger.info("kubelet API listening", extra=kv(url=url))
         task_status.started(url)
 
 
@@ -144,16 +145,14 @@ async def _serve_healthz(kubelet: Kubelet, *, task_status: trio.TaskStatus[str |
         try:
             async with trio.open_nursery() as nursery:
                 url = await nursery.start(serve_app, healthz_app(kubelet), host, port)
-                logger.info("healthz server listening url=%s", url)
+                logger.info("healthz server listening", extra=kv(url=url))
                 if not reported:
                     reported = True
                     task_status.started(url)
         except* OSError as group:
             logger.error(
-                "failed to start healthz server, retrying in %gs address=%s error=%s",
-                HEALTHZ_RETRY,
-                bind_address(host, port),
-                group.exceptions[0],
+                "failed to start healthz server, retrying",
+                extra=kv(delay=HEALTHZ_RETRY, address=bind_address(host, port), error=group.exceptions[0]),
             )
         if not reported:
             reported = True
@@ -173,7 +172,7 @@ async def serve_kubelet_http(kubelet: Kubelet, *, task_status: trio.TaskStatus[d
             urls["readonly"] = await nursery.start(
                 serve_app, read_only_app(kubelet), kubelet.config.address, kubelet.config.read_only_port
             )
-            logger.info("read-only server listening url=%s", urls["readonly"])
+            logger.info("read-only server listening", extra=kv(url=urls["readonly"]))
         if kubelet.config.port:
             urls["api"] = await nursery.start(_serve_kubelet_api, kubelet)
         task_status.started(urls)

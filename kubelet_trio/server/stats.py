@@ -26,6 +26,7 @@ from kubelet_trio.kuberuntime.labels import (
     POD_UID_LABEL,
     node_selector,
 )
+from kubelet_trio.logs import kv
 
 if TYPE_CHECKING:
     from kubelet_trio.kubelet import Kubelet
@@ -171,7 +172,7 @@ class StatsProvider:
         try:
             info = await self.kubelet.runtime.image_fs_info()
         except cri_errors.CriError as err:
-            logger.debug("image filesystem stats unavailable err=%s", err)
+            logger.debug("image filesystem stats unavailable", extra=kv(err=err))
             return None
         if not info.image_filesystems:
             return None

@@ -56,6 +56,7 @@ from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.runtime import CRI_API_VERSION
 from kubelet_trio.cri.streaming.server import StreamingServer
 from kubelet_trio.fsio import RunSync, run_in_thread
+from kubelet_trio.logs import kobj, kv
 from kubelet_trio.sim.images import ImageStore, RefTable, SimImage, normalize, parse_ref
 from kubelet_trio.sim.index import LabelIndex
 from kubelet_trio.sim.logwriter import SimLogWriter, cri_records
@@ -213,7 +214,7 @@ class SimRuntime:
         sandbox = _get(self._sandboxes, sandbox_id, "kill_sandbox_process", f"sandbox {sandbox_id!r}")
         sandbox.ready = False
         self._kill_containers(sandbox.id)
-        logger.info("sim: sandbox process killed sandbox=%s", sandbox.id)
+        logger.info("sim: sandbox process killed", extra=kv(sandbox=sandbox.id))
 
     def set_exec_result(
         self, container_id: str, argv: Iterable[str], exit_code: int, stdout: bytes = b"", stderr: bytes = b""
@@ -243,7 +244,7 @@ class SimRuntime:
         if state is not pb.ContainerState.CONTAINER_RUNNING:
             raise errors.CriCallError("crash_container", f"container is in {state.name} state")
         container.terminate(Exit(now, exit_code, exit_reason(exit_code)))
-        logger.info("sim: container crashed container=%s exit_code=%d", container.id, exit_code)
+        logger.info("sim: container crashed", extra=kv(container=container.id, exit_code=exit_code))
 
     # --- RuntimeService ------------------------------------------------------------------------
 
@@ -298,7 +299,7 @@ class SimRuntime:
             id=sandbox_id, config=config, runtime_handler=runtime_handler, created_ns=self._now(), ip=ip
         )
         self._sandbox_index.add(sandbox_id, config.labels)
-        logger.debug("sim: sandbox ready sandbox=%s pod=%s/%s ip=%s", sandbox_id, md.namespace, md.name, ip)
+        logger.debug("sim: sandbox ready", extra=kv(sandbox=sandbox_id, pod=kobj(md), ip=ip))
         return sandbox_id
 
     async def stop_pod_sandbox(self, pod_sandbox_id: str) -> None:
@@ -337,7 +338,7 @@ class SimRuntime:
         del self._sandboxes[sandbox.id]
         self._sandbox_index.remove(sandbox.id, sandbox.config.labels)
         self._sandbox_names = {k: v for k, v in self._sandbox_names.items() if v != sandbox.id}
-        logger.debug("sim: sandbox removed sandbox=%s", sandbox.id)
+        logger.debug("sim: sandbox removed", extra=kv(sandbox=sandbox.id))
 
     async def pod_sandbox_status(
         self, pod_sandbox_id: str, verbose: bool = False
@@ -402,7 +403,7 @@ class SimRuntime:
         )
         self._container_index.add(container_id, config.labels)
         logger.debug(
-            "sim: container created container=%s sandbox=%s name=%s", container_id, sandbox.id, md.name
+            "sim: container created", extra=kv(container=container_id, sandbox=sandbox.id, name=md.name)
         )
         return container_id
 
@@ -449,7 +450,7 @@ class SimRuntime:
             container.started_ns = started
         finally:
             container.starting = False
-        logger.debug("sim: container started container=%s", container.id)
+        logger.debug("sim: container started", extra=kv(container=container.id))
 
     def _check_sandbox_ready(self, op: str, container: ContainerRecord) -> None:
         sandbox = self._sandboxes.get(container.sandbox_id)
@@ -480,7 +481,7 @@ class SimRuntime:
                 await container.terminated.wait()
             # The Trio timer fired no earlier than ``wake``: don't let float rounding undercut it.
             container.terminate(Exit(max(self._now(), wake), SIGKILL_EXIT, ERROR))
-        logger.debug("sim: container stopped container=%s", container.id)
+        logger.debug("sim: container stopped", extra=kv(container=container.id))
 
     async def reopen_container_log(self, container_id: str) -> None:
         op = "ReopenContainerLog"
@@ -507,7 +508,7 @@ class SimRuntime:
         self._log_writers.pop(container.id, None)
         self._container_index.remove(container.id, container.config.labels)
         self._container_names = {k: v for k, v in self._container_names.items() if v != container.id}
-        logger.debug("sim: container removed container=%s", container.id)
+        logger.debug("sim: container removed", extra=kv(container=container.id))
 
     async def list_containers(self, filter: pb.ContainerFilter | None = None) -> list[pb.Container]:
         now = self._now()
@@ -537,9 +538,7 @@ class SimRuntime:
         ]
 
     @staticmethod
-    def _normalize_filter_id(
-        store: Mapping[str, SandboxRecord] | Mapping[str, ContainerRecord], key: str
-    ) -> str:
+    def _normalize_filter_id(store: Mapping[str, SandboxRecord | ContainerRecord], key: str) -> str:
         """containerd resolves a filter's id prefix when unique, else compares it verbatim."""
         try:
             found = _resolve(store, key, "", "")
@@ -708,7 +707,7 @@ class SimRuntime:
             )
             raise cls(op, f"{context}: {failure}")
         pulled = self._images.add(ref)
-        logger.debug("sim: image pulled image=%s id=%s", ref, pulled.id)
+        logger.debug("sim: image pulled", extra=kv(image=ref, id=pulled.id))
         return pulled.id
 
     async def remove_image(self, image: pb.ImageSpec) -> None:

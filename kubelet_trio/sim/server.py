@@ -21,6 +21,7 @@ from grpclib.server import Server
 
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.logs import kv
 from kubelet_trio.sim.runtime import SimRuntime
 from kubelet_trio.sim.streaming import open_sim_streaming
 
@@ -48,9 +49,10 @@ def grpc_status(err: errors.CriError) -> Status:
 async def _call(fn: Callable[..., Awaitable[R]], *args: Any) -> R:
     """Run a SimRuntime method in Trio (from a grpclib handler) and map its errors to gRPC statuses."""
     try:
-        return await trio_asyncio.trio_as_aio(fn)(*args)
+        result: R = await trio_asyncio.trio_as_aio(fn)(*args)  # trio_asyncio is untyped
     except errors.CriError as err:
         raise GRPCError(grpc_status(err), err.message) from err
+    return result
 
 
 class RuntimeService(pb.RuntimeServiceBase):
@@ -191,7 +193,7 @@ class _ClosingServer(Server):
             self.transports.add(transport)
             made(transport)
 
-        def connection_lost(exc: Exception | None) -> None:
+        def connection_lost(exc: BaseException | None) -> None:
             self.transports.difference_update(mine)
             lost(exc)
 
@@ -220,7 +222,7 @@ async def serve_sim_cri(
         server = _ClosingServer([RuntimeService(sim), ImageService(sim)])
         await trio_asyncio.aio_as_trio(server.start)(path=socket_path)
         try:
-            logger.debug("sim-cri: listening socket=%s", socket_path)
+            logger.debug("sim-cri: listening", extra=kv(socket=socket_path))
             task_status.started()
             await trio.sleep_forever()
         finally:
@@ -230,4 +232,4 @@ async def serve_sim_cri(
                 await trio_asyncio.aio_as_trio(server.wait_closed)()
             with trio.move_on_after(SHUTDOWN_GRACE, shield=True):
                 await trio.Path(socket_path).unlink(missing_ok=True)
-            logger.debug("sim-cri: stopped socket=%s", socket_path)
+            logger.debug("sim-cri: stopped", extra=kv(socket=socket_path))

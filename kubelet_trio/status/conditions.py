@@ -76,7 +76,7 @@ def _go_list(names: Iterable[str]) -> str:
     return "[" + " ".join(names) + "]"
 
 
-def find_condition(conditions: Iterable[PodCondition] | None, type_: str) -> PodCondition | None:
+def find_condition(conditions: Iterable[PodCondition] | None, type_: str | None) -> PodCondition | None:
     return next((c for c in conditions or () if c.type == type_), None)
 
 

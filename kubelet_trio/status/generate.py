@@ -32,6 +32,7 @@ from kubelet_trio.container.types import ContainerState as RuntimeState
 from kubelet_trio.container.types import ContainerStatus as RuntimeContainerStatus
 from kubelet_trio.container.types import PodStatus as RuntimePodStatus
 from kubelet_trio.kuberuntime.hash import hash_container
+from kubelet_trio.logs import kobj, kv
 from kubelet_trio.status.conditions import (
     DISRUPTION_TARGET,
     KUBELET_OWNED_CONDITIONS,
@@ -500,12 +501,8 @@ def generate_api_pod_status(
         status = _deadline_exceeded(pod, status, moment) or status
     if api_status.phase in TERMINAL_PHASES and status.phase != api_status.phase:
         logger.error(
-            "pod attempted illegal phase transition pod=%s/%s pod_uid=%s original_phase=%s new_phase=%s",
-            pod.namespace,
-            pod.name,
-            pod.uid,
-            api_status.phase,
-            status.phase,
+            "pod attempted illegal phase transition",
+            extra=kv(pod=kobj(pod), pod_uid=pod.uid, original_phase=api_status.phase, new_phase=status.phase),
         )
         status = attrs.evolve(status, phase=api_status.phase)
     phase = status.phase or ""

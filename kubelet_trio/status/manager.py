@@ -20,6 +20,7 @@ from kubelet_trio.api.status import (
     ContainerStatus,
     PodStatus,
 )
+from kubelet_trio.logs import kobj, kv
 
 logger = logging.getLogger(__name__)
 
@@ -67,18 +68,14 @@ class StatusManager:
         old = self._statuses.get(pod.uid)
         if old is not None and old.status.phase in TERMINAL_PHASES and status.phase != old.status.phase:
             logger.warning(
-                "refusing illegal phase transition pod=%s/%s uid=%s from=%s to=%s",
-                pod.namespace,
-                pod.name,
-                pod.uid,
-                old.status.phase,
-                status.phase,
+                "refusing illegal phase transition",
+                extra=kv(pod=kobj(pod), uid=pod.uid, **{"from": old.status.phase}, to=status.phase),
             )
             status = attrs.evolve(status, phase=old.status.phase)
         if old is not None and old.status == status and old.pod == pod:
             return
         if old is None or old.status.phase != status.phase:
-            logger.info("pod phase pod=%s/%s uid=%s phase=%s", pod.namespace, pod.name, pod.uid, status.phase)
+            logger.info("pod phase", extra=kv(pod=kobj(pod), uid=pod.uid, phase=status.phase))
         self._statuses[pod.uid] = VersionedStatus(pod, status, (old.version + 1) if old else 1)
         self.version.value += 1
 

@@ -30,6 +30,7 @@ import trio_util
 from kubelet_trio.api import Pod, PodCondition, PodStatus
 from kubelet_trio.client import ApiClient, ApiClientError, Conflict, Invalid, NotFound, merge_patch_diff
 from kubelet_trio.config.types import CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION
+from kubelet_trio.logs import kobj, kv
 from kubelet_trio.status.conditions import (
     CONTAINERS_READY,
     DISRUPTION_TARGET,
@@ -62,11 +63,16 @@ class WorkerState(Protocol):
 
 
 class PublisherHost(Protocol):
-    """What the publisher reads from the kubelet."""
+    """What the publisher reads from the kubelet (read-only: plain attributes satisfy it)."""
 
-    status_manager: StatusManager
-    pod_manager: PodLookup
-    pod_workers: WorkerState
+    @property
+    def status_manager(self) -> StatusManager: ...
+
+    @property
+    def pod_manager(self) -> PodLookup: ...
+
+    @property
+    def pod_workers(self) -> WorkerState: ...
 
 
 def _terminal(phase: str | None) -> bool:
@@ -201,7 +207,7 @@ class StatusPublisher:
             entry.status,
             could_have_running_containers=self.host.pod_workers.could_have_running_containers(entry.pod.uid),
         )
-        return merge_patch_diff((api_pod.status or PodStatus()).to_dict(), merged.to_dict()) != {}
+        return bool(merge_patch_diff((api_pod.status or PodStatus()).to_dict(), merged.to_dict()) != {})
 
     async def _sync_pod(self, entry: VersionedStatus, api_pod: Pod) -> None:
         pod = entry.pod
@@ -212,10 +218,7 @@ class StatusPublisher:
                 current = await self.client.get(path)
                 if (current.get("metadata") or {}).get("uid") != target_uid:
                     logger.info(
-                        "pod was recreated, dropping its status pod=%s/%s uid=%s",
-                        pod.namespace,
-                        pod.name,
-                        target_uid,
+                        "pod was recreated, dropping its status", extra=kv(pod=kobj(pod), uid=target_uid)
                     )
                     self._sent[pod.uid] = entry.version
                     return
@@ -234,11 +237,7 @@ class StatusPublisher:
                     )
                     self.patches += 1
                     logger.debug(
-                        "patched pod status pod=%s/%s uid=%s phase=%s",
-                        pod.namespace,
-                        pod.name,
-                        target_uid,
-                        merged.phase,
+                        "patched pod status", extra=kv(pod=kobj(pod), uid=target_uid, phase=merged.phase)
                     )
                 self._sent[pod.uid] = entry.version
                 await self._maybe_delete(pod, current)
@@ -248,15 +247,12 @@ class StatusPublisher:
                 return
             except (Conflict, Invalid) as err:
                 logger.info(
-                    "status patch rejected, re-reading pod=%s/%s attempt=%d error=%s",
-                    pod.namespace,
-                    pod.name,
-                    attempt + 1,
-                    err,
+                    "status patch rejected, re-reading",
+                    extra=kv(pod=kobj(pod), attempt=attempt + 1, error=err),
                 )
                 await trio.sleep(CONFLICT_BACKOFF * 2**attempt)
             except ApiClientError as err:
-                logger.warning("failed to update pod status pod=%s/%s error=%s", pod.namespace, pod.name, err)
+                logger.warning("failed to update pod status", extra=kv(pod=kobj(pod), error=err))
                 return
 
     async def _maybe_delete(self, pod: Pod, current: dict[str, Any]) -> None:
@@ -274,13 +270,8 @@ class StatusPublisher:
         try:
             await self.client.delete(path, grace_period_seconds=0, uid=meta.get("uid"))
             self.deletes += 1
-            logger.info(
-                "pod fully terminated and removed from the API pod=%s/%s uid=%s",
-                pod.namespace,
-                pod.name,
-                pod.uid,
-            )
+            logger.info("pod fully terminated and removed from the API", extra=kv(pod=kobj(pod), uid=pod.uid))
         except NotFound:
             pass
         except ApiClientError as err:
-            logger.warning("failed to delete pod pod=%s/%s error=%s", pod.namespace, pod.name, err)
+            logger.warning("failed to delete pod", extra=kv(pod=kobj(pod), error=err))

@@ -197,11 +197,19 @@ def start_envtest(directory: Path, *, extra_args: Sequence[str] = ()) -> Envtest
     return cluster
 
 
+def _program(proc: subprocess.Popen[bytes]) -> str:
+    """The program a child process runs (its argv[0])."""
+    args = proc.args
+    if isinstance(args, str | bytes | os.PathLike):
+        return os.fsdecode(args)
+    return os.fsdecode(args[0])
+
+
 def _wait_ready(cluster: EnvtestCluster) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     with cluster.http_client() as client:
         while time.monotonic() < deadline:
-            exited = [p.args[0] for p in cluster._procs if p.poll() is not None]
+            exited = [_program(p) for p in cluster._procs if p.poll() is not None]
             if exited:
                 raise RuntimeError(f"{exited[0]} exited during start-up:\n{cluster.log_tail()}")
             try:

@@ -24,12 +24,14 @@ import attrs
 import trio
 
 from kubelet_trio.api import ObjectMeta, Pod, PodStatus, default_pod
+from kubelet_trio.client import ApiClient
 from kubelet_trio.clock import WallClock
 from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.config.types import SourceSet
 from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.fsio import RunSync, run_in_thread, run_inline
-from kubelet_trio.kubelet import Kubelet, KubeletConfig
+from kubelet_trio.kubelet import EventSink, Kubelet, KubeletConfig
+from kubelet_trio.kubelet_builder import KubeletDeps, open_kubelet
 from kubelet_trio.sim.runtime import SimRuntime
 from kubelet_trio.volumemanager.mounter import unmount_all_under
 
@@ -122,10 +124,15 @@ async def open_node(
     *,
     clock: WallClock | None = None,
     run_sync: RunSync = run_in_thread,
+    event_sink: EventSink | None = None,
+    webhook_client: ApiClient | None = None,
     **config: Any,
 ) -> AsyncIterator[SimNode]:
     """Run a node on any ``Runtime`` until the block exits; pods are left as they are (like a kubelet),
-    but the node's temporary root directory goes, tmpfs volumes and all."""
+    but the node's temporary root directory goes, tmpfs volumes and all.
+
+    ``config`` is :class:`~kubelet_trio.kubelet.KubeletConfig` fields; ``event_sink`` gets the pod events;
+    ``webhook_client`` answers the Kubelet API's TokenReview and SubjectAccessReview."""
     clock = clock or WallClock()
     with temporary_root("kubelet-trio-node-") as tmp:
         kubelet_config = KubeletConfig(
@@ -137,13 +144,18 @@ async def open_node(
         )
         pod_config = PodConfig(sources=(TEST_SOURCE,), now=clock.now)
         source = pod_config.source_channel(TEST_SOURCE)
-        kubelet = Kubelet(kubelet_config, runtime, pod_config, clock=clock, run_sync=run_sync)
-        async with source, trio.open_nursery() as nursery:
-            await nursery.start(kubelet.run)
-            node = SimNode(kubelet, runtime, source)
+        deps = KubeletDeps(
+            runtime=runtime,
+            pod_config=pod_config,
+            clock=clock,
+            run_sync=run_sync,
+            event_sink=event_sink,
+            webhook_client=webhook_client,
+        )
+        async with source, open_kubelet(kubelet_config, deps) as built:
+            node = SimNode(built.kubelet, runtime, source)
             await node._publish()  # an empty first SET: the source is ready
             yield node
-            nursery.cancel_scope.cancel()
 
 
 @contextlib.asynccontextmanager

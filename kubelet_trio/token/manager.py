@@ -25,6 +25,7 @@ import trio
 
 from kubelet_trio.client import ApiClient, ApiClientError
 from kubelet_trio.clock import WallClock
+from kubelet_trio.logs import kref, kv
 
 __all__ = [
     "GC_PERIOD",
@@ -73,6 +74,16 @@ class TokenRequest:
     @property
     def path(self) -> str:
         return f"/api/v1/namespaces/{self.namespace}/serviceaccounts/{self.service_account}/token"
+
+    def log_fields(self) -> dict[str, object]:
+        """Safe to log (no token)."""
+        return {
+            "serviceaccount": kref(self.namespace, self.service_account),
+            "audiences": list(self.audiences),
+            "expirationSeconds": self.expiration_seconds,
+            "pod": self.pod_name,
+            "uid": self.pod_uid,
+        }
 
     def describe(self) -> str:
         """Safe to log (no token)."""
@@ -153,10 +164,10 @@ class TokenManager:
                 raise TokenError(f"failed to fetch token: {err}") from None
             if self.expired(cached.issued):
                 raise TokenError(f"token {request.describe()} expired and refresh failed: {err}") from None
-            logger.error("couldn't update token %s err=%s", request.describe(), err)
+            logger.error("couldn't update token", extra=kv(**request.log_fields(), err=err))
             return cached.issued.token
         if cached is not None:
-            logger.info("token refreshed %s", request.describe())
+            logger.info("token refreshed", extra=kv(**request.log_fields()))
         self._cache[request] = _Cached(request, issued)
         return issued.token
 

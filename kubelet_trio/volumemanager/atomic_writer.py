@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 import attrs
 
 from kubelet_trio.fsio import make_dirs
+from kubelet_trio.logs import kv
 
 __all__ = ["DATA_DIR_NAME", "AtomicWriter", "FileProjection", "PayloadError", "validate_payload"]
 
@@ -99,7 +100,7 @@ def _write_file(full: str, projection: FileProjection) -> None:
 @attrs.define(eq=False)
 class AtomicWriter:
     target_dir: str
-    log_context: str = ""
+    log_context: Mapping[str, object] = attrs.Factory(dict)
 
     def write(
         self, payload: Mapping[str, FileProjection], set_perms: Callable[[str], None] | None = None
@@ -140,7 +141,7 @@ class AtomicWriter:
                 os.remove(os.path.join(self.target_dir, path))
         if old_ts_dir:
             shutil.rmtree(old_ts_dir, ignore_errors=True)
-        logger.debug("volume files updated %s dir=%s", self.log_context, self.target_dir)
+        logger.debug("volume files updated", extra=kv(**self.log_context, dir=self.target_dir))
         return True
 
     def _should_write(self, payload: Mapping[str, FileProjection], old_ts_dir: str) -> bool:

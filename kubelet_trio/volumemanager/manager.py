@@ -34,6 +34,7 @@ from kubelet_trio.api import EmptyDirVolumeSource, Pod, ProjectedVolumeSource, V
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.kuberuntime.envvars import NO_OBJECTS, ObjectStore
 from kubelet_trio.kuberuntime.resources import NodeAllocatable
+from kubelet_trio.logs import kobj, kv
 from kubelet_trio.token import STANDALONE_ERROR, TokenError, TokenRequest
 from kubelet_trio.volumemanager.atomic_writer import AtomicWriter, FileProjection
 from kubelet_trio.volumemanager.emptydir import (
@@ -99,7 +100,7 @@ def referenced_volumes(pod: Pod) -> list[Volume]:
 
 
 def _write_projection(
-    path: str, payload: Mapping[str, FileProjection], fs_group: int | None, context: str
+    path: str, payload: Mapping[str, FileProjection], fs_group: int | None, context: Mapping[str, object]
 ) -> None:
     """Project into the volume root set up before (a tmpfs, or :func:`setup_dir` on disk); with an
     fsGroup the new files get it before they are published, and the root too (Go walks the volume)."""
@@ -154,14 +155,7 @@ class VolumeManager:
             except (ValueError, OSError) as err:
                 error = VolumeError(name, str(err))
                 errors.append(error)
-                logger.warning(
-                    "volume setup failed pod=%s/%s uid=%s volume=%s err=%s",
-                    pod.namespace,
-                    pod.name,
-                    uid,
-                    name,
-                    err,
-                )
+                logger.warning("volume setup failed", extra=kv(pod=kobj(pod), uid=uid, volume=name, err=err))
                 if self.events is not None:
                     self.events(pod, "Warning", "FailedMount", str(error))
         if errors:
@@ -173,7 +167,7 @@ class VolumeManager:
         uid = pod.uid
         pod_sc = pod.spec.security_context if pod.spec else None
         fs_group = pod_sc.fs_group if pod_sc else None
-        context = f"pod={pod.namespace}/{pod.name} uid={uid} volume={name}"
+        context = {"pod": kobj(pod), "uid": uid, "volume": name}
         if volume.empty_dir is not None:
             if current is not None:
                 return current
@@ -187,7 +181,9 @@ class VolumeManager:
                 allocatable=self.allocatable,
                 fs_group=fs_group,
             )
-            logger.info("volume set up %s kind=emptyDir medium=%s", context, volume.empty_dir.medium or "")
+            logger.info(
+                "volume set up", extra=kv(**context, kind="emptyDir", medium=volume.empty_dir.medium or "")
+            )
             return MountedVolume(name, "emptyDir", path)
         if volume.host_path is not None:
             if current is not None:
@@ -268,7 +264,7 @@ class VolumeManager:
             raise MountError(errors)
         await self.run_sync(shutil.rmtree, volumes_dir, True)
         self._mounted.pop(uid, None)
-        logger.debug("volumes torn down uid=%s", uid)
+        logger.debug("volumes torn down", extra=kv(uid=uid))
 
     async def cleanup_orphaned_pod_dirs(self, keep: Collection[str]) -> list[str]:
         """Remove the directories of pods that are neither desired nor possibly running (housekeeping)."""
@@ -284,8 +280,8 @@ class VolumeManager:
                 await self.unmount_pod(uid)
                 await self.run_sync(shutil.rmtree, pod_dir(self.root_dir, uid), True)
             except (OSError, MountError) as err:
-                logger.warning("cannot clean up orphaned pod directory uid=%s err=%s", uid, err)
+                logger.warning("cannot clean up orphaned pod directory", extra=kv(uid=uid, err=err))
                 continue
             removed.append(uid)
-            logger.info("removed orphaned pod directory uid=%s", uid)
+            logger.info("removed orphaned pod directory", extra=kv(uid=uid))
         return removed

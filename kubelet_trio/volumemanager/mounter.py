@@ -17,6 +17,8 @@ from typing import Protocol
 
 import attrs
 
+from kubelet_trio.logs import kv
+
 __all__ = [
     "MountFailed",
     "Mounter",
@@ -99,11 +101,11 @@ class SystemMounter:
         what = f"mount -t tmpfs -o {options or 'defaults'} tmpfs {path}"
         rc = _lib().mount(b"tmpfs", os.fsencode(path), b"tmpfs", 0, options.encode() or None)
         _check(rc, what)
-        logger.info("mounted tmpfs path=%s size=%s", path, size_bytes)
+        logger.info("mounted tmpfs", extra=kv(path=path, size=size_bytes))
 
     def unmount(self, path: str) -> None:
         _check(_lib().umount2(os.fsencode(path), 0), f"umount {path}")
-        logger.info("unmounted path=%s", path)
+        logger.info("unmounted", extra=kv(path=path))
 
     def is_mount_point(self, path: str) -> bool:
         return is_mount_point(path)

@@ -25,8 +25,6 @@ from kubelet_trio.api import Pod, default_pod
 from kubelet_trio.apimode import (
     ApiMode,
     ApiModeOptions,
-    api_pod_source,
-    attach_api_mode,
     open_kubeconfig_client,
 )
 from kubelet_trio.client import ApiClient
@@ -38,10 +36,12 @@ from kubelet_trio.cri.remote import open_cri_runtime
 from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.fsio import RunSync, run_in_thread, run_inline
 from kubelet_trio.kubelet import Kubelet, KubeletConfig
+from kubelet_trio.kubelet_builder import KubeletDeps, open_kubelet
 from kubelet_trio.nodestatus import MachineInfo
 from kubelet_trio.sim.runtime import SimRuntime
 from kubelet_trio.testing.env import LocalCriEnvironment, remove_all_pods
 from kubelet_trio.testing.node import temporary_root
+from kubelet_trio.testing.pods import pod_manifest as sim_pod_manifest
 from tests.fakeapi import FakeApi, open_fake_api, serve_fake_api
 
 MACHINE = MachineInfo(
@@ -69,15 +69,7 @@ def pod_manifest(
     **spec: Any,
 ) -> dict[str, Any]:
     """A pod bound to ``node`` whose containers follow SimRuntime scripts (``run``, ``exit 1 after 5s``)."""
-    return {
-        "metadata": {"name": name, "annotations": {SIM + c: s for c, s in containers.items()}},
-        "spec": {
-            "nodeName": node,
-            "restartPolicy": restart_policy,
-            "containers": [{"name": c, "image": "registry.sim/busybox:1.36"} for c in containers],
-            **spec,
-        },
-    }
+    return sim_pod_manifest(name, containers, node=node, restart_policy=restart_policy, **spec)
 
 
 @attrs.define(eq=False)
@@ -137,14 +129,18 @@ async def open_api_node(
                 assert api is not None, "open_api_node needs a fake API server or a client"
                 client = await stack.enter_async_context(api.client())
             await stack.enter_async_context(static)
-            nursery = await stack.enter_async_context(trio.open_nursery())
-            source = api_pod_source(client, pod_config, name)
-            kubelet = Kubelet(kubelet_config, sim, pod_config, [source], clock=clock, run_sync=run_sync)
-            mode = attach_api_mode(kubelet, client, source, options)
-            await nursery.start(kubelet.run)
+            deps = KubeletDeps(
+                runtime=sim,
+                pod_config=pod_config,
+                clock=clock,
+                run_sync=run_sync,
+                api_client=client,
+                api_options=options,
+            )
+            built = await stack.enter_async_context(open_kubelet(kubelet_config, deps))
+            assert built.api is not None
             await static.send(SourceSet(FILE_SOURCE, ()))
-            yield ApiNode(name, kubelet, sim, mode, client, static)
-            nursery.cancel_scope.cancel()
+            yield ApiNode(name, built.kubelet, sim, built.api, client, static)
 
 
 async def eventually(check: Callable[[], bool], limit: float, period: float = 1.0) -> None:

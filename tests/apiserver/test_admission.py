@@ -12,7 +12,7 @@ from kubelet_trio.api import Pod, default_pod
 from kubelet_trio.apimode import ApiModeOptions
 from kubelet_trio.clock import WallClock
 from tests.apiserver.harness import MACHINE, node_ready, open_api_node, pod_manifest
-from tests.apiserver.test_pods import phase, running
+from tests.apiserver.pod_status import phase, running
 from tests.fakeapi import open_fake_api
 
 NODE = NodeView(

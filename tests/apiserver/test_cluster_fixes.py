@@ -10,7 +10,6 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import attrs
 import pytest
 import trio
 import trio.testing
@@ -18,9 +17,9 @@ import trio.testing
 from kubelet_trio.client import Invalid
 from kubelet_trio.clock import WallClock
 from kubelet_trio.fsio import run_inline
-from kubelet_trio.sim.runtime import SimRuntime
+from kubelet_trio.testing.pods import ExitZeroOnTerm
 from tests.apiserver.harness import SIM, open_api_node, pod_manifest
-from tests.apiserver.test_pods import api_container, phase, running
+from tests.apiserver.pod_status import api_container, phase, running
 from tests.fakeapi import FakeApi, FakeApiError, open_fake_api
 
 DEADLINE = ("Failed", "DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
@@ -98,16 +97,6 @@ async def test_ephemeral_container_added_through_the_api(autojump_clock: trio.te
 
 
 # --- activeDeadlineSeconds lowered by a PATCH --------------------------------------------------------
-
-
-@attrs.define(eq=False, kw_only=True)
-class ExitZeroOnTerm(SimRuntime):
-    """Containers that exit 0 on SIGTERM."""
-
-    async def stop_container(self, container_id: str, timeout_seconds: int) -> None:
-        status = (await self.container_status(container_id)).status
-        if status is not None and status.state.name == "CONTAINER_RUNNING":
-            self.crash_container(container_id, 0)
 
 
 @pytest.mark.parametrize(("exit_zero", "exit_code"), [(False, 143), (True, 0)])

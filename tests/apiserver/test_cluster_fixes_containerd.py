@@ -14,7 +14,7 @@ import trio
 
 from kubelet_trio.testing.env import LocalCriEnvironment
 from tests.apiserver.harness import open_containerd_api_node
-from tests.apiserver.test_pods import api_container, phase, running
+from tests.apiserver.pod_status import api_container, phase, running
 from tests.fakeapi import FakeApi
 
 pytestmark = pytest.mark.containerd

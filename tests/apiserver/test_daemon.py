@@ -12,7 +12,7 @@ from pathlib import Path
 import trio
 
 from tests.apiserver.harness import write_kubeconfig
-from tests.apiserver.test_pods import phase, running
+from tests.apiserver.pod_status import phase, running
 from tests.fakeapi import open_fake_api, serve_fake_api
 
 NODE = "cli-node"

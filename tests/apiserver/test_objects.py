@@ -16,6 +16,7 @@ from kubelet_trio.apimode import ApiModeOptions
 from kubelet_trio.apiobjects import CONFIG_MAPS, SECRETS, ObjectRef
 from kubelet_trio.clock import WallClock
 from tests.apiserver.harness import MACHINE, ApiNode, open_api_node, pod_manifest
+from tests.apiserver.pod_status import container_status, running
 from tests.fakeapi import FakeApi, open_fake_api
 
 SYNC_FREQUENCY = 60.0
@@ -34,20 +35,6 @@ def create_objects(api: FakeApi) -> None:
         "default",
         {"metadata": {"name": "creds"}, "type": "Opaque", "data": {"password": b64("s3cr3t")}},
     )
-
-
-def container_status(api: FakeApi, pod: str, container: str = "app") -> dict[str, Any] | None:
-    if not api.has_pod(pod):
-        return None
-    for c in api.pod(pod).get("status", {}).get("containerStatuses") or ():
-        if c["name"] == container:
-            return c
-    return None
-
-
-def running(api: FakeApi, pod: str) -> bool:
-    status = container_status(api, pod)
-    return status is not None and "running" in status["state"]
 
 
 def waiting_reason(api: FakeApi, pod: str) -> str | None:

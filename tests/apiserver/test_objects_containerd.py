@@ -18,7 +18,7 @@ import trio_util
 
 from kubelet_trio.testing.env import LocalCriEnvironment
 from tests.apiserver.harness import node_ready, open_containerd_api_node
-from tests.apiserver.test_pods import running
+from tests.apiserver.pod_status import running
 
 pytestmark = pytest.mark.containerd
 

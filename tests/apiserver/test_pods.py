@@ -10,27 +10,8 @@ import trio.testing
 
 from kubelet_trio.clock import WallClock
 from tests.apiserver.harness import open_api_node, pod_manifest
-from tests.fakeapi import FakeApi, open_fake_api
-
-
-def phase(api: FakeApi, name: str) -> str | None:
-    return api.pod(name).get("status", {}).get("phase") if api.has_pod(name) else None
-
-
-def api_container(api: FakeApi, name: str, container: str) -> dict[str, Any]:
-    for c in api.pod(name)["status"].get("containerStatuses") or ():
-        if c["name"] == container:
-            return c
-    raise AssertionError(f"no status for {container} in {api.pod(name)['status']}")
-
-
-def running(api: FakeApi, name: str) -> bool:
-    if not api.has_pod(name):
-        return False
-    try:
-        return "running" in api_container(api, name, "app")["state"]
-    except (AssertionError, KeyError):
-        return False
+from tests.apiserver.pod_status import api_container, phase, running
+from tests.fakeapi import open_fake_api
 
 
 async def test_pod_runs_and_status_is_published(autojump_clock: trio.testing.MockClock) -> None:

@@ -17,7 +17,7 @@ from kubelet_trio.kuberuntime.labels import POD_UID_LABEL
 from kubelet_trio.pod_workers import BACKOFF_PERIOD
 from kubelet_trio.sim.runtime import SimRuntime
 from tests.apiserver.harness import open_api_node, pod_manifest
-from tests.apiserver.test_pods import api_container, phase, running
+from tests.apiserver.pod_status import api_container, phase, running
 from tests.fakeapi import FakeApi, open_fake_api
 
 

@@ -14,7 +14,7 @@ from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.kuberuntime.labels import POD_UID_LABEL
 from kubelet_trio.testing.env import LocalCriEnvironment
 from tests.apiserver.harness import open_containerd_api_node
-from tests.apiserver.test_pods import phase, running
+from tests.apiserver.pod_status import phase, running
 from tests.apiserver.test_runtimeclass import sandbox_events, waiting_reason
 
 pytestmark = pytest.mark.containerd

@@ -14,7 +14,8 @@ import trio.testing
 
 from kubelet_trio.clock import WallClock
 from tests.apiserver.harness import ApiNode, eventually, open_api_node, pod_manifest
-from tests.apiserver.test_objects import container_status, running, volume_file, with_app
+from tests.apiserver.pod_status import container_status, running
+from tests.apiserver.test_objects import volume_file, with_app
 from tests.fakeapi import FakeApi, open_fake_api
 from tests.fakeapi.tokens import API_AUDIENCE, FAKE_CA_PEM, decode_token
 

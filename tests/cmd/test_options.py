@@ -183,9 +183,9 @@ def test_api_mode_settings_from_file_and_flags(tmp_path: Path) -> None:
     assert (options.node_status_update_frequency, options.node_status_report_frequency) == (20, 60)
     assert options.node_lease_duration_seconds == 60
 
-    from kubelet_trio.apimode import api_mode_options
+    from kubelet_trio.options import component_configs
 
-    mode = api_mode_options(options)
+    mode = component_configs(options).api_mode
     assert (mode.register_node, mode.node_status_update_frequency, mode.node_lease_duration_seconds) == (
         False,
         20,

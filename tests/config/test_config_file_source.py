@@ -20,6 +20,7 @@ from kubelet_trio.config import (
     scan_manifest_path,
 )
 from kubelet_trio.config.inotify import Inotify
+from kubelet_trio.logs import format_fields
 from tests.config.conftest import fixed_now, inline_run_sync, no_update, summary
 
 ADD, REMOVE = PodOperation.ADD, PodOperation.REMOVE
@@ -128,7 +129,7 @@ async def test_file_lifecycle_op_sequence(
         (manifests / "sub").mkdir()
         write(manifests / "sub" / "nested.yaml", manifest("nested"))
         assert await no_update(updates, 3 * PERIOD)
-    messages = [r.getMessage() for r in caplog.records]
+    messages = [f"{r.getMessage()} {format_fields(r)}" for r in caplog.records]
     assert any(str(manifests / "c.yaml") + ":8: invalid YAML" in m for m in messages), messages
     assert any(
         str(manifests / "broken-from-start.yaml") + ":1: spec.containers: Required value" in m

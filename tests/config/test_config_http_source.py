@@ -12,6 +12,7 @@ import pytest
 import trio
 
 from kubelet_trio.config import HttpSource, PodConfig, PodOperation, PodUpdate, parse_manifest_url_headers
+from kubelet_trio.logs import format_fields
 from tests.config.conftest import fixed_now, no_update, summary
 
 URL = "http://config.example/pods"
@@ -109,7 +110,7 @@ async def test_http_op_sequence(
         server.hang = True
         assert await no_update(updates, 2 * PERIOD)
         server.hang = False
-    text = caplog.text
+    text = "\n".join(f"{r.getMessage()} {format_fields(r)}" for r in caplog.records)
     for reason in ("HTTP status 500", "ConnectError", "error(s) in the body", "no response within 10s"):
         assert reason in text
     assert f"url={URL}" in text

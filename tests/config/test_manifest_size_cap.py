@@ -18,6 +18,7 @@ import trio.testing
 from kubelet_trio.api import MAX_MANIFEST_BYTES, ManifestError, read_manifest_file
 from kubelet_trio.api.manifest import read_manifest_bytes
 from kubelet_trio.config import FileSource, HttpSource, PodConfig, PodOperation, scan_manifest_path
+from kubelet_trio.logs import format_fields
 from kubelet_trio.runonce import fetch_manifest_url
 from tests.config.conftest import fixed_now, inline_run_sync, no_update, summary
 from tests.config.test_config_file_source import manifest, recv
@@ -83,9 +84,10 @@ async def test_file_source_keeps_the_other_manifests(
         assert await no_update(config.updates, 3 * PERIOD)
         (tmp_path / "c.yaml").write_text(manifest("c"))
         assert summary(await recv(config.updates)) == (ADD, ("c-node-1",))
-    refused = [r.getMessage() for r in caplog.records if "b.yaml" in r.getMessage()]
+    lines = [f"{r.getMessage()} {format_fields(r)}" for r in caplog.records]
+    refused = [line for line in lines if "b.yaml" in line]
     assert refused == [
-        f"invalid pod manifest source=file {tmp_path / 'b.yaml'}:1: manifest is {LIMIT}; refused"
+        f'invalid pod manifest source=file error="{tmp_path / "b.yaml"}:1: manifest is {LIMIT}; refused"'
     ]
 
 
@@ -134,9 +136,9 @@ async def test_http_body_over_the_limit_keeps_the_last_good_set(
     for body in bodies["endless"]:
         assert MAX_MANIFEST_BYTES < body.sent <= MAX_MANIFEST_BYTES + 2 * CHUNK  # dropped once over
     assert [body.sent for body in bodies["declared"]] == [0, 0]  # refused by Content-Length, unread
-    lines = {r.getMessage() for r in caplog.records}
+    lines = {f"{r.getMessage()} {format_fields(r)}" for r in caplog.records}
     reason = f"manifest is {LIMIT}; refused"
-    assert lines == {f"failed to read pods from URL, keeping the last good set url={URL} reason={reason}"}
+    assert lines == {f'failed to read pods from URL, keeping the last good set url={URL} reason="{reason}"'}
 
     serving.pop("kind")
     serving["doc"] = {"kind": "PodList", "apiVersion": "v1", "items": [pod("web"), pod("db")]}

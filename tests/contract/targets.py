@@ -126,5 +126,9 @@ async def eventually_status(
     raise AssertionError("unreachable")
 
 
+def running(status: pb.ContainerStatus) -> bool:
+    return status.state is pb.ContainerState.CONTAINER_RUNNING
+
+
 def exited(status: pb.ContainerStatus) -> bool:
     return status.state is pb.ContainerState.CONTAINER_EXITED

@@ -7,12 +7,7 @@ import pytest
 import trio
 
 from kubelet_trio.cri import errors
-from kubelet_trio.cri.gen.runtime import v1 as pb
-from tests.contract.targets import EXIT_0, FOREVER, Target, eventually_status, exited
-
-
-def running(status: pb.ContainerStatus) -> bool:
-    return status.state is pb.ContainerState.CONTAINER_RUNNING
+from tests.contract.targets import EXIT_0, FOREVER, Target, eventually_status, exited, running
 
 
 async def test_reopen_container_log(target: Target) -> None:

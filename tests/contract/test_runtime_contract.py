@@ -22,15 +22,12 @@ from tests.contract.targets import (
     Target,
     eventually_status,
     exited,
+    running,
 )
 
 CRI_LOG_LINE = re.compile(
     r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)) (stdout|stderr) ([FP]) (.*)$"
 )
-
-
-def running(status: pb.ContainerStatus) -> bool:
-    return status.state is pb.ContainerState.CONTAINER_RUNNING
 
 
 async def test_version_and_status(target: Target) -> None:

@@ -38,9 +38,9 @@ async def node(cri_env: LocalCriEnvironment, tmp_path: Path) -> AsyncIterator[Si
                 "features-node",
                 root_dir=str(tmp_path / "root"),
                 pod_logs_dir=str(tmp_path / "logs"),
+                event_sink=EventLog(),
             ) as node,
         ):
-            node.kubelet.event_sink = EventLog()
             yield node
     finally:
         with trio.move_on_after(60, shield=True):

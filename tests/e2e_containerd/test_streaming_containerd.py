@@ -10,9 +10,11 @@ the upgrade is refused, as against a real 1.24-era cluster.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import shutil
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -26,10 +28,17 @@ import trustme
 from kubelet_trio.apimode import ApiModeOptions
 from kubelet_trio.testing.env import LocalCriEnvironment
 from tests.apiserver.harness import MACHINE, node_ready, open_containerd_api_node
-from tests.apiserver.test_pods import api_container
+from tests.apiserver.pod_status import api_container
 from tests.fakeapi import FakeApi
 from tests.kubeletapi.test_kubelet_api import free_port, server_files
-from tests.server.kubectl import Kubectl, apiserver_tls, container_running, open_kubectl_endpoint, read_until
+from tests.server.kubectl import (
+    KUBECTL_LIMIT,
+    Kubectl,
+    apiserver_tls,
+    container_running,
+    open_kubectl_endpoint,
+    read_until,
+)
 
 pytestmark = [
     pytest.mark.containerd,
@@ -183,12 +192,33 @@ async def test_exec_into_a_missing_container_or_pod_fails_cleanly(cluster: Clust
 
 async def test_kubectl_debug_starts_an_ephemeral_container_and_attaches(cluster: Cluster) -> None:
     """``kubectl debug -i``: the API server adds the ephemeral container, the kubelet starts it in the
-    running pod, kubectl attaches to it (stdin included) and its status is reported."""
+    running pod, kubectl attaches to it (stdin included) and its status is reported.
+
+    kubectl's stdin stays open until the answer is back, as at a terminal. kubectl creates the container
+    with ``stdin`` but not ``stdinOnce``, and for such a container the runtime ends the attach session as
+    soon as the client's stdin ends (containerd detaches it, as docker does) and drops what the container
+    writes afterwards: piping ``hi`` and EOF at once would race the container's answer.
+    """
     await cluster.run_pod("target", "sleep 3600")
-    debug = ("debug", "-i", "target", "--image", cluster.busybox, "--container", "dbg")
-    done = await cluster.kubectl.run(*debug, "--", "sh", "-c", "read l; echo dbg:$l", stdin=b"hi\n")
-    assert done.returncode == 0, done.stderr
-    assert b"dbg:hi" in done.stdout
+    argv = cluster.kubectl.argv(
+        *("debug", "-i", "target", "--image", cluster.busybox, "--container", "dbg"),
+        *("--", "sh", "-c", "read l; echo dbg:$l"),
+    )
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    with trio.fail_after(KUBECTL_LIMIT):
+        async with trio.open_nursery() as nursery:
+            process: trio.Process = await nursery.start(
+                functools.partial(trio.run_process, argv, check=False, **pipes)
+            )
+            assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+            await process.stdin.send_all(b"hi\n")
+            answer = await read_until(process.stdout, lambda seen: b"\n" in seen)
+            await process.stdin.aclose()
+            stderr = b"".join([chunk async for chunk in process.stderr])
+            code = await process.wait()
+    assert (code, answer) == (0, b"dbg:hi\n"), stderr.decode()[-1500:]
+    logs = await cluster.kubectl.run("logs", "target", "-c", "dbg")  # through the kubelet's containerLogs
+    assert (logs.returncode, logs.stdout) == (0, b"dbg:hi\n"), logs.stderr
     statuses = cluster.api.pod("target")["status"].get("ephemeralContainerStatuses") or []
     assert [s["name"] for s in statuses] == ["dbg"]
     assert api_container(cluster.api, "target", "app")["restartCount"] == 0  # nothing was restarted

@@ -263,7 +263,9 @@ class FakeApiApp:
                 "BadRequest",
                 f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]",
             )
-        all_names = names + [c["name"] for c in pod["spec"].get("initContainers") or ()]
+        all_names = names + [
+            c["name"] for key in ("initContainers", "ephemeralContainers") for c in pod["spec"].get(key) or ()
+        ]
         if container not in all_names:
             raise FakeApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
         node_name = pod["spec"].get("nodeName")

@@ -18,19 +18,9 @@ from kubelet_trio.fsio import run_inline
 from kubelet_trio.kuberuntime.resources import node_allocatable, read_node_capacity
 from kubelet_trio.sim.runtime import SimRuntime
 from kubelet_trio.testing.node import SimNode, open_sim_node
-from tests.kubelet.test_scenarios import container, pod_manifest, running
+from kubelet_trio.testing.pods import ExitZeroOnTerm, container_status, is_running, pod_manifest
 
 DEADLINE = ("Failed", "DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
-
-
-@attrs.define(eq=False, kw_only=True)
-class ExitZeroOnTerm(SimRuntime):
-    """Containers that exit 0 on SIGTERM (a shell with ``trap 'exit 0' TERM``, most servers)."""
-
-    async def stop_container(self, container_id: str, timeout_seconds: int) -> None:
-        status = (await self.container_status(container_id)).status
-        if status is not None and status.state.name == "CONTAINER_RUNNING":
-            self.crash_container(container_id, 0)
 
 
 @attrs.define
@@ -71,7 +61,7 @@ async def _lower_deadline(node: SimNode) -> tuple[Pod, float, StatusLog]:
     manifest = pod_manifest("deadline", {"app": "run"}, activeDeadlineSeconds=3600, grace=30)
     (pod,) = await node.apply(manifest)
     async with recording(node, pod) as log:
-        await node.wait_for(pod, lambda s: running(s, "app"))
+        await node.wait_for(pod, lambda s: is_running(s, "app"))
         await trio.sleep(20)
         lowered_at = trio.current_time()
         manifest["spec"]["activeDeadlineSeconds"] = 5  # the PATCH of a running pod
@@ -88,7 +78,7 @@ def _check_deadline(node: SimNode, pod: Pod, lowered_at: float, log: StatusLog, 
     assert [entry[1:] for entry in terminal] == [DEADLINE] * len(terminal)
     final = node.status(pod)
     assert final is not None
-    app = container(final, "app")
+    app = container_status(final, "app")
     assert app.state.terminated is not None and app.state.terminated.exit_code == exit_code
 
 
@@ -141,7 +131,7 @@ async def test_ephemeral_container_starts_in_a_running_pod(autojump_clock: trio.
         manifest = pod_manifest("web", {"app": "run"})
         manifest["metadata"]["annotations"]["sim.kubelet-trio.io/debugger"] = "exit 0 after 10s"
         (pod,) = await node.apply(manifest)
-        before = container(await node.wait_for(pod, lambda s: running(s, "app")), "app")
+        before = container_status(await node.wait_for(pod, lambda s: is_running(s, "app")), "app")
         await trio.sleep(5)
         added_at = trio.current_time()
         manifest["spec"]["ephemeralContainers"] = [
@@ -156,7 +146,7 @@ async def test_ephemeral_container_starts_in_a_running_pod(autojump_clock: trio.
         assert trio.current_time() == added_at + 1
         debugger = ephemeral(status, "debugger")
         assert (debugger.ready, debugger.restart_count, debugger.started) == (False, 0, None)
-        app = container(status, "app")
+        app = container_status(status, "app")
         assert (app.container_id, app.restart_count) == (before.container_id, 0)  # not restarted
 
         status = await node.wait_for(
@@ -184,7 +174,7 @@ async def test_unset_limits_read_as_node_allocatable(autojump_clock: trio.testin
         manifest = pod_manifest("downward", {"app": "run"})
         manifest["spec"]["containers"][0]["env"] = env
         (pod,) = await node.apply(manifest)
-        app = container(await node.wait_for(pod, lambda s: running(s, "app")), "app")
+        app = container_status(await node.wait_for(pod, lambda s: is_running(s, "app")), "app")
         assert isinstance(node.sim, SimRuntime)
         config = node.sim.container_config(app.container_id.partition("://")[2])
         envs = {kv.key: kv.value for kv in config.envs}

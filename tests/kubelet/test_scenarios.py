@@ -16,34 +16,7 @@ from kubelet_trio.api import Pod, PodStatus
 from kubelet_trio.container.types import ContainerState
 from kubelet_trio.sim.runtime import SimRuntime
 from kubelet_trio.testing.node import SimNode, open_sim_node
-
-SIM = "sim.kubelet-trio.io/"
-
-
-def pod_manifest(
-    name: str,
-    containers: dict[str, str],
-    *,
-    restart_policy: str = "Always",
-    init: dict[str, str] | None = None,
-    image: str = "registry.sim/busybox:1.36",
-    grace: int | None = None,
-    **spec: Any,
-) -> dict[str, Any]:
-    scripts = {**(init or {}), **containers}
-    body: dict[str, Any] = {
-        "restartPolicy": restart_policy,
-        "containers": [{"name": c, "image": image} for c in containers],
-        **spec,
-    }
-    if init:
-        body["initContainers"] = [{"name": c, "image": image} for c in init]
-    if grace is not None:
-        body["terminationGracePeriodSeconds"] = grace
-    return {
-        "metadata": {"name": name, "annotations": {SIM + c: s for c, s in scripts.items()}},
-        "spec": body,
-    }
+from kubelet_trio.testing.pods import container_status, is_running, pod_manifest
 
 
 def parse_time(value: str | None) -> float:
@@ -51,32 +24,17 @@ def parse_time(value: str | None) -> float:
     return dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC).timestamp()
 
 
-def container(status: PodStatus, name: str) -> Any:
-    for c in (status.container_statuses or ()) + (status.init_container_statuses or ()):
-        if c.name == name:
-            return c
-    raise AssertionError(f"no status for container {name}: {status}")
-
-
 def restart_count(status: PodStatus, name: str) -> int:
     try:
-        return container(status, name).restart_count or 0
+        return container_status(status, name).restart_count or 0
     except AssertionError:
         return -1
-
-
-def running(status: PodStatus, name: str) -> bool:
-    try:
-        c = container(status, name)
-    except AssertionError:
-        return False
-    return c.state is not None and c.state.running is not None
 
 
 async def test_pod_runs_and_reports_status(autojump_clock: trio.testing.MockClock) -> None:
     async with open_sim_node() as node:
         (pod,) = await node.apply(pod_manifest("web", {"app": "run"}))
-        status = await node.wait_for(pod, lambda s: s.phase == "Running" and running(s, "app"))
+        status = await node.wait_for(pod, lambda s: s.phase == "Running" and is_running(s, "app"))
         conditions = {c.type: c.status for c in status.conditions or ()}
         assert conditions == {
             "PodReadyToStartContainers": "True",
@@ -85,7 +43,7 @@ async def test_pod_runs_and_reports_status(autojump_clock: trio.testing.MockCloc
             "ContainersReady": "True",
             "PodScheduled": "True",
         }
-        app = container(status, "app")
+        app = container_status(status, "app")
         assert app.ready is True and app.started is True and app.restart_count == 0
         assert app.container_id and app.container_id.startswith("containerd://")
         assert status.pod_ip and status.host_ip == "192.0.2.10"
@@ -101,9 +59,9 @@ async def test_crash_loop_backoff_schedule(autojump_clock: trio.testing.MockCloc
         backoff_messages: set[str] = set()
         for restarts in range(1, 9):
             status = await node.wait_for(
-                pod, lambda s, n=restarts: restart_count(s, "app") == n and running(s, "app")
+                pod, lambda s, n=restarts: restart_count(s, "app") == n and is_running(s, "app")
             )
-            app = container(status, "app")
+            app = container_status(status, "app")
             assert app.last_state is not None and app.last_state.terminated is not None
             assert app.last_state.terminated.exit_code == 1
             assert app.last_state.terminated.reason == "Error"
@@ -114,11 +72,11 @@ async def test_crash_loop_backoff_schedule(autojump_clock: trio.testing.MockCloc
                 waiting = await node.wait_for(
                     pod,
                     lambda s: (
-                        (w := container(s, "app").state.waiting) is not None
+                        (w := container_status(s, "app").state.waiting) is not None
                         and w.reason == "CrashLoopBackOff"
                     ),
                 )
-                backoff_messages.add(container(waiting, "app").state.waiting.message)
+                backoff_messages.add(container_status(waiting, "app").state.waiting.message)
         assert delays == [0, 10, 20, 40, 80, 160, 300, 300]
         assert status.phase == "Running"  # restartPolicy Always: a crash-looping pod is Running
         assert any(
@@ -130,7 +88,7 @@ async def test_on_failure_exit_zero_succeeds(autojump_clock: trio.testing.MockCl
     async with open_sim_node() as node:
         (pod,) = await node.apply(pod_manifest("job", {"app": "exit 0 after 2s"}, restart_policy="OnFailure"))
         status = await node.wait_for_phase(pod, "Succeeded")
-        app = container(status, "app")
+        app = container_status(status, "app")
         assert app.state.terminated.exit_code == 0
         assert app.state.terminated.reason == "Completed"
         assert app.restart_count == 0
@@ -143,7 +101,7 @@ async def test_never_exit_one_fails(autojump_clock: trio.testing.MockClock) -> N
     async with open_sim_node() as node:
         (pod,) = await node.apply(pod_manifest("once", {"app": "exit 1 after 1s"}, restart_policy="Never"))
         status = await node.wait_for_phase(pod, "Failed")
-        app = container(status, "app")
+        app = container_status(status, "app")
         assert (app.state.terminated.exit_code, app.state.terminated.reason) == (1, "Error")
         await node.wait_terminated(pod)
         await trio.sleep(30)
@@ -160,8 +118,8 @@ async def test_init_failure_under_never_fails_pod(autojump_clock: trio.testing.M
             )
         )
         status = await node.wait_for_phase(pod, "Failed")
-        assert container(status, "setup").state.terminated.exit_code == 2
-        app = container(status, "app")
+        assert container_status(status, "setup").state.terminated.exit_code == 2
+        app = container_status(status, "app")
         assert app.state.waiting is not None and app.state.waiting.reason == "PodInitializing"
         await node.wait_terminated(pod)
         names = {c.metadata.name for c in await node.sim.list_containers()}
@@ -175,10 +133,10 @@ async def test_init_containers_run_in_order(autojump_clock: trio.testing.MockClo
                 "ordered", {"app": "run"}, init={"first": "exit 0 after 3s", "second": "exit 0 after 2s"}
             )
         )
-        status = await node.wait_for(pod, lambda s: s.phase == "Running" and running(s, "app"))
-        first = container(status, "first").state.terminated
-        second = container(status, "second").state.terminated
-        app_started = parse_time(container(status, "app").state.running.started_at)
+        status = await node.wait_for(pod, lambda s: s.phase == "Running" and is_running(s, "app"))
+        first = container_status(status, "first").state.terminated
+        second = container_status(status, "second").state.terminated
+        app_started = parse_time(container_status(status, "app").state.running.started_at)
         assert parse_time(first.finished_at) <= parse_time(second.started_at)
         assert parse_time(second.finished_at) <= app_started
         assert parse_time(second.finished_at) - parse_time(first.started_at) >= 5
@@ -190,14 +148,14 @@ async def test_sandbox_death_recreates_sandbox_with_next_attempt(
 ) -> None:
     async with open_sim_node() as node:
         (pod,) = await node.apply(pod_manifest("sbx", {"app": "run"}))
-        await node.wait_for(pod, lambda s: running(s, "app"))
+        await node.wait_for(pod, lambda s: is_running(s, "app"))
         (sandbox,) = await node.sim.list_pod_sandbox()
         assert sandbox.metadata.attempt == 0
         node.sim.kill_sandbox_process(sandbox.id)
-        status = await node.wait_for(pod, lambda s: running(s, "app") and restart_count(s, "app") == 1)
+        status = await node.wait_for(pod, lambda s: is_running(s, "app") and restart_count(s, "app") == 1)
         ready = [s for s in await node.sim.list_pod_sandbox() if s.state.name == "SANDBOX_READY"]
         assert [s.metadata.attempt for s in ready] == [1]
-        assert container(status, "app").last_state.terminated.exit_code == 137
+        assert container_status(status, "app").last_state.terminated.exit_code == 137
 
 
 async def test_delete_during_slow_pull_cancels_pull(autojump_clock: trio.testing.MockClock) -> None:
@@ -226,15 +184,15 @@ async def test_changed_image_recreates_container(autojump_clock: trio.testing.Mo
     async with open_sim_node() as node:
         manifest = pod_manifest("img", {"app": "run"}, image="registry.sim/app:1")
         (pod,) = await node.apply(manifest)
-        first = await node.wait_for(pod, lambda s: running(s, "app"))
+        first = await node.wait_for(pod, lambda s: is_running(s, "app"))
         manifest["spec"]["containers"][0]["image"] = "registry.sim/app:2"
         (pod,) = await node.apply(manifest)
         status = await node.wait_for(
-            pod, lambda s: running(s, "app") and container(s, "app").image == "registry.sim/app:2"
+            pod, lambda s: is_running(s, "app") and container_status(s, "app").image == "registry.sim/app:2"
         )
-        app = container(status, "app")
+        app = container_status(status, "app")
         assert app.restart_count == 1
-        assert app.container_id != container(first, "app").container_id
+        assert app.container_id != container_status(first, "app").container_id
 
 
 async def test_failing_pod_does_not_affect_others(autojump_clock: trio.testing.MockClock) -> None:
@@ -246,29 +204,29 @@ async def test_failing_pod_does_not_affect_others(autojump_clock: trio.testing.M
         status = await node.wait_for(
             bad,
             lambda s: (
-                container(s, "app").state.waiting is not None
-                and container(s, "app").state.waiting.reason == "ImagePullBackOff"
+                container_status(s, "app").state.waiting is not None
+                and container_status(s, "app").state.waiting.reason == "ImagePullBackOff"
             ),
         )
         assert status.phase == "Pending"
-        good_status = await node.wait_for(good, lambda s: s.phase == "Running" and running(s, "app"))
-        assert container(good_status, "app").ready is True
+        good_status = await node.wait_for(good, lambda s: s.phase == "Running" and is_running(s, "app"))
+        assert container_status(good_status, "app").ready is True
         await trio.sleep(600)
-        assert running(node.status(good), "app")
+        assert is_running(node.status(good), "app")
         assert restart_count(node.status(good), "app") == 0
-        reasons = {container(node.status(bad), "app").state.waiting.reason}
+        reasons = {container_status(node.status(bad), "app").state.waiting.reason}
         assert reasons <= {"ErrImagePull", "ImagePullBackOff"}
 
 
 async def test_graceful_delete_waits_for_grace_period(autojump_clock: trio.testing.MockClock) -> None:
     async with open_sim_node() as node:
         (pod,) = await node.apply(pod_manifest("stubborn", {"app": "ignore-sigterm"}, grace=7))
-        await node.wait_for(pod, lambda s: running(s, "app"))
+        await node.wait_for(pod, lambda s: is_running(s, "app"))
         deleted_at = node.kubelet.clock.wall_ns() / 1e9
         started = trio.current_time()
         await node.delete(pod)
         await node.wait_terminated(pod)
-        app = container(node.status(pod), "app")
+        app = container_status(node.status(pod), "app")
         assert app.state.terminated.exit_code == 137
         # SIGTERM is ignored, so SIGKILL comes exactly 7 s after the kill, which starts at the next relist
         killed_after = parse_time(app.state.terminated.finished_at) - deleted_at
@@ -279,7 +237,7 @@ async def test_graceful_delete_waits_for_grace_period(autojump_clock: trio.testi
 async def test_removed_pod_is_killed_and_cleaned_up(autojump_clock: trio.testing.MockClock) -> None:
     async with open_sim_node() as node:
         (pod,) = await node.apply(pod_manifest("gone", {"app": "run"}))
-        await node.wait_for(pod, lambda s: running(s, "app"))
+        await node.wait_for(pod, lambda s: is_running(s, "app"))
         await node.remove(pod)
         await node.wait_terminated(pod)
         await trio.sleep(61)  # container GC (every minute) collects the stopped sandbox and its containers
@@ -292,7 +250,7 @@ async def test_orphans_are_killed_by_housekeeping(autojump_clock: trio.testing.M
     sim = SimRuntime()
     async with open_sim_node(sim=sim) as node:
         (pod,) = await node.apply(pod_manifest("orphan", {"app": "run"}))
-        await node.wait_for(pod, lambda s: running(s, "app"))
+        await node.wait_for(pod, lambda s: is_running(s, "app"))
     # a new node process over the same runtime, where the pod no longer exists in config
     async with open_sim_node(sim=sim) as node:
         await trio.sleep(61)  # housekeeping kills the orphan at once; container GC removes it
@@ -306,7 +264,7 @@ async def test_new_kubelet_adopts_running_pods(autojump_clock: trio.testing.Mock
         pods = await node.apply(*(pod_manifest(f"p{i}", {"app": "run"}) for i in range(3)))
         (crash,) = await node.apply(pod_manifest("crash", {"app": "exit 1 after 1s"}))
         for pod in pods:
-            await node.wait_for(pod, lambda s: running(s, "app"))
+            await node.wait_for(pod, lambda s: is_running(s, "app"))
         await node.wait_for(crash, lambda s: restart_count(s, "app") >= 2)
         before = {
             c.id
@@ -319,7 +277,7 @@ async def test_new_kubelet_adopts_running_pods(autojump_clock: trio.testing.Mock
             pod_manifest("crash", {"app": "exit 1 after 1s"}),
         )
         for pod in pods:
-            status = await node.wait_for(pod, lambda s: running(s, "app"))
+            status = await node.wait_for(pod, lambda s: is_running(s, "app"))
             assert restart_count(status, "app") == 0
         status = await node.wait_for(crash, lambda s: restart_count(s, "app") >= 3)
         after = {
@@ -333,7 +291,7 @@ async def test_new_kubelet_adopts_running_pods(autojump_clock: trio.testing.Mock
 async def test_active_deadline_fails_pod(autojump_clock: trio.testing.MockClock) -> None:
     async with open_sim_node() as node:
         (pod,) = await node.apply(pod_manifest("deadline", {"app": "run"}, activeDeadlineSeconds=30))
-        await node.wait_for(pod, lambda s: running(s, "app"))
+        await node.wait_for(pod, lambda s: is_running(s, "app"))
         status = await node.wait_for_phase(pod, "Failed")
         assert (status.reason, status.message) == (
             "DeadlineExceeded",
@@ -357,11 +315,11 @@ async def test_two_nodes_share_one_runtime(autojump_clock: trio.testing.MockCloc
     async with open_sim_node("node-a", sim=sim) as a, open_sim_node("node-b", sim=sim) as b:
         (pa,) = await a.apply(pod_manifest("pa", {"app": "run"}))
         (pb,) = await b.apply(pod_manifest("pb", {"app": "run"}))
-        await a.wait_for(pa, lambda s: running(s, "app"))
-        await b.wait_for(pb, lambda s: running(s, "app"))
+        await a.wait_for(pa, lambda s: is_running(s, "app"))
+        await b.wait_for(pb, lambda s: is_running(s, "app"))
         await trio.sleep(60)  # housekeeping on each node must leave the other's pods alone
-        assert running(a.status(pa), "app") and restart_count(a.status(pa), "app") == 0
-        assert running(b.status(pb), "app") and restart_count(b.status(pb), "app") == 0
+        assert is_running(a.status(pa), "app") and restart_count(a.status(pa), "app") == 0
+        assert is_running(b.status(pb), "app") and restart_count(b.status(pb), "app") == 0
 
 
 __all__ = ["ContainerState", "Pod", "SimNode"]

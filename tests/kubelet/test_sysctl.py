@@ -21,7 +21,7 @@ from kubelet_trio.sysctl import (
     safe_sysctls,
 )
 from kubelet_trio.testing.node import open_sim_node
-from tests.kubelet.test_scenarios import pod_manifest, running
+from kubelet_trio.testing.pods import is_running, pod_manifest
 
 
 def pod(*sysctls: str, **spec: Any) -> Pod:
@@ -115,7 +115,7 @@ async def test_unsafe_sysctl_pod_is_rejected_and_never_started(
             SYSCTL_FORBIDDEN,
             'Pod was rejected: forbidden sysctl: "kernel.msgmax" not allowlisted',
         )
-        await node.wait_for(accepted, lambda s: running(s, "app"))
+        await node.wait_for(accepted, lambda s: is_running(s, "app"))
         await trio.sleep(5)
         names = {c.labels.get("io.kubernetes.pod.name") for c in await node.sim.list_containers()}
         assert names == {"safe"}
@@ -127,4 +127,4 @@ async def test_allowed_unsafe_sysctl_runs(autojump_clock: trio.testing.MockClock
         manifest = pod_manifest("tuned", {"app": "run"})
         manifest["spec"]["securityContext"] = {"sysctls": [{"name": "kernel.msgmax", "value": "65536"}]}
         (tuned,) = await node.apply(manifest)
-        await node.wait_for(tuned, lambda s: running(s, "app"))
+        await node.wait_for(tuned, lambda s: is_running(s, "app"))

@@ -17,12 +17,12 @@ import trio
 import trustme
 from cryptography import x509
 
-from kubelet_trio.apimode import ApiModeOptions, api_mode_options
-from kubelet_trio.options import load_options
+from kubelet_trio.apimode import ApiModeOptions
+from kubelet_trio.options import component_configs, load_options
 from kubelet_trio.server.auth import request_attributes
 from kubelet_trio.testing.node import SimNode, open_sim_node
 from tests.apiserver.harness import MACHINE, node_ready, open_api_node, pod_manifest
-from tests.apiserver.test_pods import running
+from tests.apiserver.pod_status import running
 from tests.fakeapi.server import FAKE_URL, open_fake_api
 
 NODE = "node-a"
@@ -103,42 +103,43 @@ async def test_bearer_tokens_through_token_review_and_access_reviews(tmp_path: P
             api.app.tokens["good"] = {"username": "bob", "groups": ["devs"]}
             api.app.tokens["weak"] = {"username": "eve", "groups": []}
             api.app.allowed.add(("bob", "get", "nodes/proxy"))
-            async with api_node(
-                tmp_path,
-                authentication_token_webhook=True,
-                authorization_mode="Webhook",
-                unauthorized_cache_ttl=0,  # the denial below is followed by a grant
-                **server_files(ca, tmp_path),
-            ) as (node, url):
-                node.kubelet.api_client = api_client
-                async with tls_client(ca, base_url=url) as client:
+            async with (
+                api_node(
+                    tmp_path,
+                    authentication_token_webhook=True,
+                    authorization_mode="Webhook",
+                    unauthorized_cache_ttl=0,  # the denial below is followed by a grant
+                    webhook_client=api_client,
+                    **server_files(ca, tmp_path),
+                ) as (_node, url),
+                tls_client(ca, base_url=url) as client,
+            ):
 
-                    async def get(path: str, token: str) -> httpx.Response:
-                        return await client.get(path, headers={"Authorization": f"Bearer {token}"})
+                async def get(path: str, token: str) -> httpx.Response:
+                    return await client.get(path, headers={"Authorization": f"Bearer {token}"})
 
-                    response = await get("/pods", "good")
-                    assert response.status_code == 200, response.text
-                    review = api.app.requests_for("POST", "/apis/authorization.k8s.io/v1/")[-1].body
-                    assert review["spec"]["user"] == "bob" and review["spec"]["groups"] == ["devs"]
-                    assert review["spec"]["resourceAttributes"] == {
-                        "verb": "get",
-                        "group": "",
-                        "version": "v1",
-                        "resource": "nodes",
-                        "subresource": "proxy",
-                        "name": NODE,
-                        "namespace": "",
-                    }
-                    assert (await get("/pods", "unknown")).status_code == 401
-                    denied = await get("/pods", "weak")
-                    assert denied.status_code == 403
-                    assert (
-                        denied.text
-                        == "Forbidden (user=eve, verb=get, resource=nodes, subresource(s)=[proxy])\n"
-                    )
-                    assert (await get("/metrics", "good")).status_code == 403  # nodes/metrics not granted
-                    api.app.allowed.add(("bob", "get", "nodes/metrics"))
-                    assert (await get("/metrics", "good")).status_code == 200
+                response = await get("/pods", "good")
+                assert response.status_code == 200, response.text
+                review = api.app.requests_for("POST", "/apis/authorization.k8s.io/v1/")[-1].body
+                assert review["spec"]["user"] == "bob" and review["spec"]["groups"] == ["devs"]
+                assert review["spec"]["resourceAttributes"] == {
+                    "verb": "get",
+                    "group": "",
+                    "version": "v1",
+                    "resource": "nodes",
+                    "subresource": "proxy",
+                    "name": NODE,
+                    "namespace": "",
+                }
+                assert (await get("/pods", "unknown")).status_code == 401
+                denied = await get("/pods", "weak")
+                assert denied.status_code == 403
+                assert (
+                    denied.text == "Forbidden (user=eve, verb=get, resource=nodes, subresource(s)=[proxy])\n"
+                )
+                assert (await get("/metrics", "good")).status_code == 403  # nodes/metrics not granted
+                api.app.allowed.add(("bob", "get", "nodes/metrics"))
+                assert (await get("/metrics", "good")).status_code == 200
 
 
 def test_request_attributes_follow_the_go_kubelet() -> None:
@@ -178,9 +179,9 @@ def test_the_configured_port_is_published_in_daemon_endpoints() -> None:
     options, _ = load_options(
         ["--port", "10251", "--anonymous-auth", "true", "--authorization-mode", "Webhook"]
     )
-    assert api_mode_options(options).kubelet_port == 10251
+    assert component_configs(options).api_mode.kubelet_port == 10251
     assert (options.anonymous_auth, options.authorization_mode) == (True, "Webhook")
-    assert api_mode_options(load_options([])[0]).kubelet_port == 10250
+    assert component_configs(load_options([])[0]).api_mode.kubelet_port == 10250
 
 
 async def test_kubectl_logs_through_the_api_server(tmp_path: Path) -> None:

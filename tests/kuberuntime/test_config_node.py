@@ -9,7 +9,8 @@ import trio
 import trio.testing
 
 from kubelet_trio.cri.gen.runtime import v1 as pb
-from tests.prober.nodes import bare_id, container, open_probe_node, pod_manifest, running, status_of
+from kubelet_trio.testing.pods import container_status, is_running
+from tests.prober.nodes import bare_id, container, open_probe_node, pod_manifest
 
 
 def read(path: str) -> str:
@@ -22,7 +23,7 @@ def write(path: str, text: str) -> None:
 
 def waiting_reason(status: object, name: str = "app") -> str | None:
     try:
-        waiting = status_of(status, name).state.waiting  # type: ignore[arg-type]
+        waiting = container_status(status, name).state.waiting  # type: ignore[arg-type]
     except AssertionError:
         return None
     return waiting.reason if waiting is not None else None
@@ -51,7 +52,7 @@ async def test_cri_config_of_a_configured_container(autojump_clock: trio.testing
                 hostAliases=[{"ip": "192.0.2.50", "hostnames": ["db"]}],
             )
         )
-        status = await env.node.wait_for(pod, running)
+        status = await env.node.wait_for(pod, is_running)
         config = env.sim.container_config(bare_id(status))
         assert config.command == ["sh", "-c", "echo hi-conf $HOME"]
         assert config.working_dir == "/srv"
@@ -91,15 +92,15 @@ async def test_config_errors_block_only_their_pod(autojump_clock: trio.testing.M
         status = await env.node.wait_for(
             missing_cm, lambda s: waiting_reason(s) == "CreateContainerConfigError"
         )
-        assert 'configmap "settings" not found' in (status_of(status).state.waiting.message or "")
+        assert 'configmap "settings" not found' in (container_status(status).state.waiting.message or "")
         assert status.phase == "Pending"
         status = await env.node.wait_for(root, lambda s: waiting_reason(s) == "CreateContainerConfigError")
         assert "container has runAsNonRoot and image will run as root" in (
-            status_of(status).state.waiting.message or ""
+            container_status(status).state.waiting.message or ""
         )
         await trio.sleep(60)
         good_status = env.node.status(good)
-        assert good_status is not None and running(good_status) and good_status.phase == "Running"
+        assert good_status is not None and is_running(good_status) and good_status.phase == "Running"
         assert await env.sim.list_containers() and all(
             c.labels["io.kubernetes.pod.name"] == "good" for c in await env.sim.list_containers()
         )
@@ -110,14 +111,14 @@ async def test_termination_message_from_file(autojump_clock: trio.testing.MockCl
         (pod,) = await env.node.apply(
             pod_manifest("msg", [container(terminationMessagePath="/tmp/last-words")], restartPolicy="Never")
         )
-        status = await env.node.wait_for(pod, running)
+        status = await env.node.wait_for(pod, is_running)
         container_id = bare_id(status)
         config = env.sim.container_config(container_id)
         (host_path,) = [m.host_path for m in config.mounts if m.container_path == "/tmp/last-words"]
         write(host_path, "goodbye, cruel world")
         env.sim.crash_container(container_id, 3)
         status = await env.node.wait_for_phase(pod, "Failed")
-        terminated = status_of(status).state.terminated
+        terminated = container_status(status).state.terminated
         assert (terminated.exit_code, terminated.message) == (3, "goodbye, cruel world")
 
 
@@ -131,7 +132,7 @@ async def test_host_network_pod_uses_the_node_ips_and_hosts(autojump_clock: trio
                 hostAliases=[{"ip": "192.0.2.99", "hostnames": ["extra"]}],
             )
         )
-        status = await env.node.wait_for(pod, running)
+        status = await env.node.wait_for(pod, is_running)
         assert status.pod_ip == "192.0.2.10"  # the node's
         config = env.sim.container_config(bare_id(status))
         assert {kv.key: kv.value for kv in config.envs} == {"IP": "192.0.2.10"}

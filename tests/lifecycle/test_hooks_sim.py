@@ -6,7 +6,8 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from tests.prober.nodes import bare_id, container, open_probe_node, pod_manifest, running, status_of
+from kubelet_trio.testing.pods import container_status, is_running
+from tests.prober.nodes import bare_id, container, open_probe_node, pod_manifest
 from tests.prober.servers import http_server
 
 
@@ -25,12 +26,12 @@ async def test_post_start_blocks_running_until_it_returns(autojump_clock: trio.t
         )
         await trio.sleep_until(2.5)
         status = env.node.status(pod)
-        assert status is not None and not running(status)
-        assert status_of(status).state.waiting.reason == "ContainerCreating"
-        status = await env.node.wait_for(pod, lambda s: running(s) and bool(status_of(s).ready))
+        assert status is not None and not is_running(status)
+        assert container_status(status).state.waiting.reason == "ContainerCreating"
+        status = await env.node.wait_for(pod, lambda s: is_running(s) and bool(container_status(s).ready))
         assert trio.current_time() >= 3
         assert env.sim.exec_times("warm-up") == [0]
-        assert status_of(status).restart_count == 0
+        assert container_status(status).restart_count == 0
 
 
 async def test_post_start_failure_kills_the_container(autojump_clock: trio.testing.MockClock) -> None:
@@ -47,11 +48,11 @@ async def test_post_start_failure_kills_the_container(autojump_clock: trio.testi
             bad,
             lambda s: (
                 bool(s.container_statuses)
-                and status_of(s).state.waiting is not None
-                and status_of(s).state.waiting.reason == "PostStartHookError"
+                and container_status(s).state.waiting is not None
+                and container_status(s).state.waiting.reason == "PostStartHookError"
             ),
         )
-        app = status_of(status)
+        app = container_status(status)
         assert "Exec lifecycle hook ([setup])" in (app.state.waiting.message or "")
         assert env.events.reasons("FailedPostStartHook", "post-fail")[0][1] == "PostStartHook failed"
         killing = [m for _, m in env.events.reasons("Killing", "post-fail")]
@@ -59,7 +60,9 @@ async def test_post_start_failure_kills_the_container(autojump_clock: trio.testi
         assert env.sim.stops and env.sim.stops[0][0] == 0  # killed right after it started
         await trio.sleep(60)
         neighbour = env.node.status(good)
-        assert neighbour is not None and running(neighbour) and status_of(neighbour).restart_count == 0
+        assert (
+            neighbour is not None and is_running(neighbour) and container_status(neighbour).restart_count == 0
+        )
 
 
 async def test_pre_stop_runs_before_sigterm_within_the_grace_period(
@@ -74,7 +77,7 @@ async def test_pre_stop_runs_before_sigterm_within_the_grace_period(
                 terminationGracePeriodSeconds=30,
             )
         )
-        status = await env.node.wait_for(pod, running)
+        status = await env.node.wait_for(pod, is_running)
         container_id = bare_id(status)
         await trio.sleep_until(10)
         await env.node.delete(pod)
@@ -94,7 +97,7 @@ async def test_pre_stop_is_cut_at_the_grace_period(autojump_clock: trio.testing.
                 terminationGracePeriodSeconds=4,
             )
         )
-        status = await env.node.wait_for(pod, running)
+        status = await env.node.wait_for(pod, is_running)
         await env.node.delete(pod)
         await env.node.wait_terminated(pod)
         (drain_at,) = env.sim.exec_times("drain")
@@ -107,7 +110,7 @@ async def test_pre_stop_sleep(autojump_clock: trio.testing.MockClock) -> None:
         (pod,) = await env.node.apply(
             pod_manifest("pre-sleep", [container(**hook("preStop", {"sleep": {"seconds": 3}}))])
         )
-        status = await env.node.wait_for(pod, running)
+        status = await env.node.wait_for(pod, is_running)
         await env.node.delete(pod)
         deleted_at = trio.current_time()
         await env.node.wait_terminated(pod)
@@ -127,7 +130,7 @@ async def test_http_post_start_hook_goes_to_the_pod() -> None:
                     [container(**hook("postStart", {"httpGet": {"path": "/hook", "port": web.port}}))],
                 )
             )
-            await env.node.wait_for(pod, running)
+            await env.node.wait_for(pod, is_running)
             assert [path for path, _ in web.requests] == ["/hook"]
             assert web.requests[0][1]["user-agent"] == "kube-lifecycle/1.33"
             assert env.events.reasons("FailedPostStartHook") == []  # Go does not check the status code

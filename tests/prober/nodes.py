@@ -16,6 +16,7 @@ from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.fsio import run_inline
 from kubelet_trio.sim.runtime import SimRuntime
 from kubelet_trio.testing.node import SimNode, open_sim_node
+from kubelet_trio.testing.pods import container_status
 
 SIM = "sim.kubelet-trio.io/"
 IMAGE = "registry.sim/busybox:1.36"
@@ -67,8 +68,7 @@ async def open_probe_node(**config: Any) -> AsyncIterator[ProbeNode]:
     clock = WallClock()
     sim = RecordingSim(clock=clock, run_sync=run_inline)
     events = EventLog()
-    async with open_sim_node(sim=sim, clock=clock, **config) as node:
-        node.kubelet.event_sink = events
+    async with open_sim_node(sim=sim, clock=clock, event_sink=events, **config) as node:
         node.kubelet.probe_manager.initial_jitter = False
         yield ProbeNode(node, sim, events)
 
@@ -97,23 +97,8 @@ def exec_probe(*argv: str, **extra: Any) -> dict[str, Any]:
     return {"exec": {"command": list(argv)}, **extra}
 
 
-def status_of(status: PodStatus, name: str = "app") -> Any:
-    for c in (status.container_statuses or ()) + (status.init_container_statuses or ()):
-        if c.name == name:
-            return c
-    raise AssertionError(f"no status for {name}")
-
-
-def running(status: PodStatus, name: str = "app") -> bool:
-    try:
-        c = status_of(status, name)
-    except AssertionError:
-        return False
-    return c.state is not None and c.state.running is not None
-
-
 def bare_id(status: PodStatus, name: str = "app") -> str:
-    container_id = status_of(status, name).container_id
+    container_id = container_status(status, name).container_id
     assert container_id
     return container_id.partition("://")[2]
 

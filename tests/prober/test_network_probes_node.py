@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import trio
 
-from tests.prober.nodes import container, open_probe_node, pod_manifest, running, status_of
+from kubelet_trio.testing.pods import container_status, is_running
+from tests.prober.nodes import container, open_probe_node, pod_manifest
 from tests.prober.servers import http_server, tcp_listener
 
 
@@ -38,20 +39,22 @@ async def test_http_readiness_and_tcp_liveness() -> None:
                     )
                 )
                 await env.node.wait_for(
-                    pod, lambda s: bool(s.container_statuses) and bool(status_of(s).ready)
+                    pod, lambda s: bool(s.container_statuses) and bool(container_status(s).ready)
                 )
                 assert web.requests[-1][1]["user-agent"] == "kube-probe/1.33"
                 healthy["value"] = False
-                status = await env.node.wait_for(pod, lambda s: not status_of(s).ready)
-                assert status_of(status).restart_count == 0
+                status = await env.node.wait_for(pod, lambda s: not container_status(s).ready)
+                assert container_status(status).restart_count == 0
                 assert any(
                     m == "Readiness probe failed: HTTP probe failed with statuscode: 503"
                     for _, m in env.events.reasons("Unhealthy")
                 )
                 healthy["value"] = True
-                await env.node.wait_for(pod, lambda s: bool(status_of(s).ready))
+                await env.node.wait_for(pod, lambda s: bool(container_status(s).ready))
             # The TCP listener is gone: two failed connections restart the container.
-            status = await env.node.wait_for(pod, lambda s: status_of(s).restart_count == 1 and running(s))
+            status = await env.node.wait_for(
+                pod, lambda s: container_status(s).restart_count == 1 and is_running(s)
+            )
             assert any(
                 m.startswith("Liveness probe failed: dial tcp 127.0.0.1:")
                 for _, m in env.events.reasons("Unhealthy")

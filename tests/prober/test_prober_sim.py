@@ -12,16 +12,8 @@ import datetime as dt
 import trio
 import trio.testing
 
-from tests.prober.nodes import (
-    bare_id,
-    condition,
-    container,
-    exec_probe,
-    open_probe_node,
-    pod_manifest,
-    running,
-    status_of,
-)
+from kubelet_trio.testing.pods import container_status, is_running
+from tests.prober.nodes import bare_id, condition, container, exec_probe, open_probe_node, pod_manifest
 
 
 def wall_seconds(node_clock: object, trio_time: float) -> float:
@@ -52,11 +44,11 @@ async def test_liveness_failures_at_threshold_restart_the_container(
                 scripts={"app": 'run; exec cat /tmp/healthy -> 0 "ok"'},
             )
         )
-        first = await node.wait_for(pod, running)
+        first = await node.wait_for(pod, is_running)
         first_id = bare_id(first)
         await trio.sleep_until(15)
         sim.set_exec_result(first_id, ["cat", "/tmp/healthy"], 1, stderr=b"cat: can't open '/tmp/healthy'\n")
-        status = await node.wait_for(pod, lambda s: running(s) and status_of(s).restart_count == 1)
+        status = await node.wait_for(pod, lambda s: is_running(s) and container_status(s).restart_count == 1)
         assert trio.current_time() == 41  # restarted at 40, seen by the relist at 41
         assert [t for t, cid, _ in sim.execs if cid == first_id] == [10, 20, 30, 40]
         unhealthy = env.events.reasons("Unhealthy")
@@ -65,7 +57,7 @@ async def test_liveness_failures_at_threshold_restart_the_container(
         ]
         assert (40, "Container app failed liveness probe, will be restarted") in env.events.reasons("Killing")
         assert [(t, timeout) for t, cid, timeout in sim.stops if cid == first_id] == [(40, 30)]
-        app = status_of(status)
+        app = container_status(status)
         assert app.last_state.terminated.exit_code == 143
         assert app.last_state.terminated.reason == "Error"
         assert app.last_state.terminated.container_id == f"containerd://{first_id}"
@@ -73,7 +65,7 @@ async def test_liveness_failures_at_threshold_restart_the_container(
         # The new container answers the scripted "ok": probed again, never restarted again.
         await trio.sleep(100)
         final = node.status(pod)
-        assert final is not None and status_of(final).restart_count == 1 and running(final)
+        assert final is not None and container_status(final).restart_count == 1 and is_running(final)
         second_id = bare_id(final)
         assert [t for t, cid, _ in sim.execs if cid == second_id][:3] == [50, 60, 70]
 
@@ -82,7 +74,7 @@ async def test_initial_delay_and_period(autojump_clock: trio.testing.MockClock) 
     async with open_probe_node() as env:
         probe = exec_probe("true", periodSeconds=10, initialDelaySeconds=25)
         (pod,) = await env.node.apply(pod_manifest("delay", [container(livenessProbe=probe)]))
-        await env.node.wait_for(pod, running)
+        await env.node.wait_for(pod, is_running)
         await trio.sleep_until(75)
         assert env.sim.exec_times("true") == [30, 40, 50, 60, 70]
 
@@ -103,19 +95,19 @@ async def test_startup_probe_gates_readiness_and_liveness(autojump_clock: trio.t
                 scripts={"app": "run; exec started? -> 1; exec ready? -> 0; exec live? -> 0"},
             )
         )
-        status = await node.wait_for(pod, running)
+        status = await node.wait_for(pod, is_running)
         await trio.sleep_until(12)
         status = node.status(pod)
         assert status is not None
-        app = status_of(status)
+        app = container_status(status)
         assert (app.started, app.ready) == (False, False)
         assert condition(status, "Ready").status == "False"
         assert condition(status, "ContainersReady").reason == "ContainersNotReady"
         assert sim.exec_times("ready?") == [] and sim.exec_times("live?") == []
         sim.set_exec_result(bare_id(status), ["started?"], 0)
-        status = await node.wait_for(pod, lambda s: bool(status_of(s).ready))
+        status = await node.wait_for(pod, lambda s: bool(container_status(s).ready))
         assert trio.current_time() == 15
-        assert status_of(status).started is True
+        assert container_status(status).started is True
         assert condition(status, "Ready").status == "True"
         assert at(node.kubelet.clock, condition(status, "Ready").last_transition_time, 15)
         await trio.sleep_until(31)
@@ -132,9 +124,11 @@ async def test_startup_probe_failure_kills_the_container(autojump_clock: trio.te
                 "never-starts", [container(startupProbe=probe)], scripts={"app": "run; exec started? -> 1"}
             )
         )
-        status = await env.node.wait_for(pod, lambda s: status_of(s).restart_count == 1 and running(s))
+        status = await env.node.wait_for(
+            pod, lambda s: container_status(s).restart_count == 1 and is_running(s)
+        )
         assert trio.current_time() == 11  # killed and restarted at 10, seen at the relist of 11
-        assert status_of(status).started is False
+        assert container_status(status).started is False
         assert env.events.reasons("Unhealthy")[:2] == [
             (5, "Startup probe failed: "),
             (10, "Startup probe failed: "),
@@ -153,14 +147,14 @@ async def test_readiness_flapping_sets_conditions_without_restarts(
                 "flappy", [container(readinessProbe=probe)], scripts={"app": "run; exec ready? -> 0"}
             )
         )
-        status = await node.wait_for(pod, lambda s: bool(status_of(s).ready))
+        status = await node.wait_for(pod, lambda s: bool(container_status(s).ready))
         became_ready = trio.current_time()
         assert became_ready <= 5
         container_id = bare_id(status)
 
         await trio.sleep_until(12)
         sim.set_exec_result(container_id, ["ready?"], 1, stdout=b"not yet")
-        status = await node.wait_for(pod, lambda s: not status_of(s).ready)
+        status = await node.wait_for(pod, lambda s: not container_status(s).ready)
         assert trio.current_time() == 20  # failures at the ticks of 15 and 20
         ready, containers_ready = condition(status, "Ready"), condition(status, "ContainersReady")
         assert (ready.status, ready.reason) == ("False", "ContainersNotReady")
@@ -172,11 +166,11 @@ async def test_readiness_flapping_sets_conditions_without_restarts(
 
         await trio.sleep_until(32)
         sim.set_exec_result(container_id, ["ready?"], 0)
-        status = await node.wait_for(pod, lambda s: bool(status_of(s).ready))
+        status = await node.wait_for(pod, lambda s: bool(container_status(s).ready))
         assert trio.current_time() == 40  # two successes: the ticks of 35 and 40
         assert at(node.kubelet.clock, condition(status, "Ready").last_transition_time, 40)
         assert condition(status, "ContainersReady").status == "True"
-        app = status_of(status)
+        app = container_status(status)
         assert app.restart_count == 0 and bare_id(status) == container_id
 
 
@@ -194,8 +188,8 @@ async def test_probe_workers_end_with_their_container(autojump_clock: trio.testi
             pod_manifest("server", [container(**probes)]),
         )
         manager = node.kubelet.probe_manager
-        await node.wait_for(job, running)
-        await node.wait_for(server, running)
+        await node.wait_for(job, is_running)
+        await node.wait_for(server, is_running)
         assert len(manager.workers(job.uid)) == 2 and len(manager.workers(server.uid)) == 2
         await node.wait_for_phase(job, "Succeeded")
         await trio.sleep(10)
@@ -218,10 +212,12 @@ async def test_liveness_kill_uses_the_probe_grace_period(autojump_clock: trio.te
                 scripts={"app": "ignore-sigterm; exec live? -> 1"},
             )
         )
-        status = await env.node.wait_for(pod, lambda s: status_of(s).restart_count == 1 and running(s))
-        first_id = status_of(status).last_state.terminated.container_id.partition("://")[2]
+        status = await env.node.wait_for(
+            pod, lambda s: container_status(s).restart_count == 1 and is_running(s)
+        )
+        first_id = container_status(status).last_state.terminated.container_id.partition("://")[2]
         assert [(t, timeout) for t, cid, timeout in env.sim.stops if cid == first_id] == [(30, 4)]
-        last = status_of(status).last_state.terminated
+        last = container_status(status).last_state.terminated
         assert last.exit_code == 137  # SIGTERM ignored: SIGKILL after the probe's 4 s, not the pod's 30
         assert at(env.node.kubelet.clock, last.finished_at, 34)
 
@@ -239,14 +235,16 @@ async def test_liveness_kill_under_never_fails_only_that_pod(autojump_clock: tri
             pod_manifest("neighbour", [container(livenessProbe=exec_probe("true"))]),
         )
         status = await env.node.wait_for_phase(bad, "Failed")
-        app = status_of(status)
+        app = container_status(status)
         assert (app.state.terminated.exit_code, app.state.terminated.reason) == (143, "Error")
         assert app.restart_count == 0
         # Go kills the whole pod here (nothing left to run), with the pod's grace period.
         assert [timeout for _, cid, timeout in env.sim.stops if cid == bare_id(status)] == [30]
         await trio.sleep(60)
         neighbour = env.node.status(good)
-        assert neighbour is not None and running(neighbour) and status_of(neighbour).restart_count == 0
+        assert (
+            neighbour is not None and is_running(neighbour) and container_status(neighbour).restart_count == 0
+        )
         assert neighbour.phase == "Running"
 
 
@@ -258,7 +256,7 @@ async def test_deleted_pod_is_not_restarted_by_liveness(autojump_clock: trio.tes
                 "quiet", [container(livenessProbe=probe)], scripts={"app": "ignore-sigterm; exec live? -> 0"}
             ),
         )
-        status = await env.node.wait_for(pod, running)
+        status = await env.node.wait_for(pod, is_running)
         env.sim.set_exec_result(bare_id(status), ["live?"], 1)
         await env.node.delete(pod, grace_period_seconds=10)
         deleted_at = trio.current_time()

@@ -19,6 +19,7 @@ from kubelet_trio.admission import (
 )
 from kubelet_trio.api import Pod, default_pod
 from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.logs import format_fields
 from kubelet_trio.testing.node import open_sim_node
 
 NODE = NodeView("node-1", {"cpu": "2", "memory": "1Gi", "pods": "10"})
@@ -104,6 +105,7 @@ async def test_standalone_node_rejects_a_pod_naming_a_runtime_class(
         assert [s.metadata.name for s in sandboxes if s.metadata] == ["plain"]
         await trio.sleep(60)
         assert node.status(vm).phase == "Failed"  # type: ignore[union-attr]
-    rejected = [r for r in caplog.records if r.getMessage().startswith("pod rejected pod=default/vm ")]
-    assert len(rejected) == 1 and rejected[0].levelno == logging.WARNING
-    assert "reason=RuntimeClassNotSupported" in rejected[0].getMessage()
+    lines = [(r, f"{r.getMessage()} {format_fields(r)}") for r in caplog.records]
+    rejected = [(r, line) for r, line in lines if line.startswith("pod rejected pod=default/vm ")]
+    assert len(rejected) == 1 and rejected[0][0].levelno == logging.WARNING
+    assert "reason=RuntimeClassNotSupported" in rejected[0][1]

@@ -21,15 +21,15 @@ from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.config.types import SourceSet
 from kubelet_trio.cri import errors as cri_errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
-from kubelet_trio.cri.instrumented import InstrumentedRuntime
 from kubelet_trio.fsio import run_inline
 from kubelet_trio.kubelet import Kubelet, KubeletConfig
+from kubelet_trio.kubelet_builder import KubeletDeps, open_kubelet
 from kubelet_trio.metrics import KubeletMetrics
 from kubelet_trio.server import healthz_app, read_only_app
 from kubelet_trio.sim.runtime import SimRuntime
 from kubelet_trio.testing.node import as_pod
+from kubelet_trio.testing.pods import pod_manifest as sim_pod_manifest
 
-SIM = "sim.kubelet-trio.io/"
 IMAGE = "registry.sim/busybox:1.36"
 SOURCE = "test"
 
@@ -37,15 +37,8 @@ SOURCE = "test"
 def pod_manifest(
     name: str, containers: Mapping[str, str], *, restart_policy: str = "Always", image: str = IMAGE
 ) -> dict[str, Any]:
-    """A pod whose containers behave as the given sim scripts."""
-    return {
-        "metadata": {"name": name, "annotations": {SIM + c: s for c, s in containers.items()}},
-        "spec": {
-            "restartPolicy": restart_policy,
-            "terminationGracePeriodSeconds": 2,
-            "containers": [{"name": c, "image": image} for c in containers],
-        },
-    }
+    """A pod whose containers behave as the given sim scripts, with a 2 s grace period."""
+    return sim_pod_manifest(name, containers, restart_policy=restart_policy, image=image, grace=2)
 
 
 @attrs.define(eq=False, kw_only=True)
@@ -108,17 +101,15 @@ async def open_test_node(tmp_path: Path, **config: Any) -> AsyncIterator[HttpNod
     )
     pod_config = PodConfig(sources=(SOURCE,), now=clock.now)
     source = pod_config.source_channel(SOURCE)
-    kubelet = Kubelet(
-        kubelet_config,
-        InstrumentedRuntime(sim, metrics.observe_runtime_operation),
-        pod_config,
+    deps = KubeletDeps(
+        runtime=sim,
+        pod_config=pod_config,
         clock=clock,
         run_sync=run_inline,
         metrics=metrics,
+        instrument_runtime=True,
     )
-    async with source, trio.open_nursery() as nursery:
-        await nursery.start(kubelet.run)
-        node = HttpNode(kubelet, sim, logs_dir, source)
+    async with source, open_kubelet(kubelet_config, deps) as built:
+        node = HttpNode(built.kubelet, sim, logs_dir, source)
         await source.send(SourceSet(SOURCE, ()))
         yield node
-        nursery.cancel_scope.cancel()

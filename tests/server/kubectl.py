@@ -26,7 +26,7 @@ import trustme
 import yaml
 
 from tests.apiserver.harness import write_kubeconfig
-from tests.apiserver.test_pods import api_container
+from tests.apiserver.pod_status import api_container
 from tests.fakeapi import FakeApi, serve_fake_api
 
 KUBECTL_LIMIT = 60

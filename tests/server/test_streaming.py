@@ -191,11 +191,12 @@ async def test_exec_needs_authentication_authorization_and_an_upgrade(tmp_path: 
     with trio.fail_after(30):
         async with open_fake_api() as api, api.client() as api_client:
             api.app.allowed.add(("alice", "create", "nodes/proxy"))
-            async with api_node(tmp_path, authorization_mode="Webhook", **server_files(ca, tmp_path)) as (
-                node,
-                url,
-            ):
-                node.kubelet.api_client = api_client
+            async with api_node(
+                tmp_path,
+                authorization_mode="Webhook",
+                webhook_client=api_client,
+                **server_files(ca, tmp_path),
+            ) as (node, url):
                 (pod,) = await node.apply(
                     {
                         "metadata": {"name": "p", "annotations": {"sim.kubelet-trio.io/app": "run"}},

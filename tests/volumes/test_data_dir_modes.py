@@ -303,8 +303,10 @@ async def test_pod_data_dir_failure_is_a_pod_event(
     manifest = {"metadata": {"name": "web"}, "spec": {"containers": [{"name": "app", "image": "busybox"}]}}
     uid = as_pod(manifest).uid
     events: list[tuple[str, str, str]] = []
-    async with open_sim_node(root_dir=str(tmp_path / "kt")) as node:
-        node.kubelet.event_sink = lambda pod, type_, reason, message: events.append((type_, reason, message))
+    async with open_sim_node(
+        root_dir=str(tmp_path / "kt"),
+        event_sink=lambda pod, type_, reason, message: events.append((type_, reason, message)),
+    ) as node:
         (tmp_path / "kt/pods" / uid).write_text("")  # in the way of the pod directory
         (p,) = await node.apply(manifest)
         await trio.sleep(5)

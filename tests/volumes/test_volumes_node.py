@@ -9,7 +9,8 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from tests.prober.nodes import bare_id, container, open_probe_node, pod_manifest, running, status_of
+from kubelet_trio.testing.pods import container_status, is_running
+from tests.prober.nodes import bare_id, container, open_probe_node, pod_manifest
 
 
 async def test_empty_dir_shared_and_downward_api_updated_in_place(
@@ -41,7 +42,7 @@ async def test_empty_dir_shared_and_downward_api_updated_in_place(
             ],
         )
         (pod,) = await node.apply(manifest)
-        status = await node.wait_for(pod, lambda s: running(s, "writer") and running(s, "reader"))
+        status = await node.wait_for(pod, lambda s: is_running(s, "writer") and is_running(s, "reader"))
         writer = {m.container_path: m for m in env.sim.container_config(bare_id(status, "writer")).mounts}
         reader = {m.container_path: m for m in env.sim.container_config(bare_id(status, "reader")).mounts}
         assert writer["/out"].host_path == reader["/in"].host_path
@@ -57,7 +58,8 @@ async def test_empty_dir_shared_and_downward_api_updated_in_place(
         assert (info / "labels").read_text() == 'app="shared"\nversion="2"'
         assert os.readlink(info / "..data") != first_data
         status = node.status(pod)
-        assert status is not None and status_of(status, "reader").restart_count == 0  # updated, not restarted
+        # updated, not restarted
+        assert status is not None and container_status(status, "reader").restart_count == 0
 
         volumes_dir = Path(node.kubelet.config.root_dir) / "pods" / pod.uid / "volumes"
         assert volumes_dir.is_dir()
@@ -92,13 +94,13 @@ async def test_host_path_failure_blocks_only_its_pod(
                 ],
             ),
         )
-        status = await node.wait_for(good, running)
+        status = await node.wait_for(good, is_running)
         mounts = {m.container_path: m.host_path for m in env.sim.container_config(bare_id(status)).mounts}
         assert mounts["/host"] == str(tmp_path / "made") and (tmp_path / "made").is_dir()
         await trio.sleep(30)
         bad_status = node.status(bad)
         assert bad_status is not None and bad_status.phase == "Pending"
-        assert status_of(bad_status).state.waiting.reason == "ContainerCreating"
+        assert container_status(bad_status).state.waiting.reason == "ContainerCreating"
         failed = env.events.reasons("FailedMount", "needs-dir")
         assert len(failed) >= 2  # retried
         assert failed[0] == (
@@ -110,7 +112,11 @@ async def test_host_path_failure_blocks_only_its_pod(
             c for c in await env.sim.list_containers() if c.labels["io.kubernetes.pod.name"] == "needs-dir"
         ]
         missing.mkdir()
-        status = await node.wait_for(bad, running)  # the next retry mounts it
+        status = await node.wait_for(bad, is_running)  # the next retry mounts it
         assert status.phase == "Running"
         good_status = node.status(good)
-        assert good_status is not None and running(good_status) and status_of(good_status).restart_count == 0
+        assert (
+            good_status is not None
+            and is_running(good_status)
+            and container_status(good_status).restart_count == 0
+        )

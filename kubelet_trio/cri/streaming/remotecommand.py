@@ -22,6 +22,7 @@ import trio
 import trio_util
 
 from kubelet_trio.cri.streaming.spdy import SpdyConnection, SpdyStream
+from kubelet_trio.logs import kv
 
 __all__ = [
     "PROTOCOL_V4",
@@ -127,7 +128,9 @@ async def serve_remote_command(
             streams[stream.header("streamtype")] = stream
     error = streams.get("error")
     if not wanted <= streams.keys():
-        logger.info("client did not create its streams in time missing=%s", sorted(wanted - streams.keys()))
+        logger.info(
+            "client did not create its streams in time", extra=kv(missing=sorted(wanted - streams.keys()))
+        )
         if error is not None:
             await error.send_all(b"timed out waiting for client to create streams")
         return

@@ -227,7 +227,7 @@ class _IdleStream(trio.abc.Stream):
         self.stream = stream
         self.limit = limit
 
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         with trio.fail_after(self.limit):
             return await self.stream.receive_some(max_bytes)
 

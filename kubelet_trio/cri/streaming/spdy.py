@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 import trio
 
 from kubelet_trio.cri.streaming.dictionary import SPDY3_DICTIONARY
+from kubelet_trio.logs import kv
 
 __all__ = ["SpdyConnection", "SpdyError", "SpdyStream", "decode_headers", "encode_headers"]
 
@@ -159,7 +160,7 @@ class SpdyConnection:
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, OSError):
             return  # gone, or idle past the limit
         except SpdyError as err:
-            logger.info("SPDY protocol error, closing error=%s", err)
+            logger.info("SPDY protocol error, closing", extra=kv(error=err))
         finally:
             self.closed.set()
             self._new.close()

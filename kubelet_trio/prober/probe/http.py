@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import httpx
 
 from kubelet_trio.api import Container, HTTPGetAction
+from kubelet_trio.logs import kv
 from kubelet_trio.prober.probe.result import MAX_OUTPUT_LENGTH, ProbeError, Result
 from kubelet_trio.prober.probe.tcp import dial_error_output, join_host_port
 
@@ -146,7 +147,7 @@ async def http_probe(client: httpx.AsyncClient, request: HttpRequest) -> tuple[R
     text = body.decode("utf-8", "replace")
     if 200 <= response.status_code < 400:
         if response.status_code >= 300:
-            logger.debug("probe terminated redirects url=%s status=%d", url, response.status_code)
+            logger.debug("probe terminated redirects", extra=kv(url=url, status=response.status_code))
             return Result.WARNING, f"Probe terminated redirects, Response body: {text}"
         return Result.SUCCESS, text
     return Result.FAILURE, f"HTTP probe failed with statuscode: {response.status_code}"

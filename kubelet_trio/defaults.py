@@ -1,0 +1,89 @@
+"""The built-in defaults of the kubelet's settings, one constant each (Go:
+``pkg/kubelet/apis/config/v1beta1/defaults.go`` and ``defaults_linux.go``, Kubernetes 1.31).
+
+A leaf module: it imports nothing from the package, so any layer may use it. The settings themselves
+(flag, configuration key, parser, help) are declared in :mod:`kubelet_trio.options`, whose
+``KubeletOptions`` takes its defaults from here; components that need a default when embedded without
+the command line (``ApiModeOptions``, ``NodeStatusConfig``, the lease controller, ...) refer to the same
+constants rather than repeating the literal. ``tests/cmd/test_settings_declared_once.py`` checks them
+against a table of the Go kubelet's defaults.
+
+Where this kubelet deliberately differs from Go, the constant says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = [
+    "ADDRESS",
+    "AUTHENTICATION_WEBHOOK_CACHE_TTL",
+    "AUTHORIZATION_WEBHOOK_CACHE_AUTHORIZED_TTL",
+    "AUTHORIZATION_WEBHOOK_CACHE_UNAUTHORIZED_TTL",
+    "CHANGE_DETECTION_STRATEGIES",
+    "CONFIG_MAP_AND_SECRET_CHANGE_DETECTION_STRATEGY",
+    "CONTAINER_LOG_MAX_FILES",
+    "CONTAINER_LOG_MAX_SIZE",
+    "CONTAINER_LOG_MAX_SIZE_BYTES",
+    "CONTAINER_LOG_MONITOR_INTERVAL",
+    "CONTAINER_RUNTIME_ENDPOINT",
+    "EVICTION_HARD",
+    "FILE_CHECK_FREQUENCY",
+    "HEALTHZ_BIND_ADDRESS",
+    "HEALTHZ_PORT",
+    "HTTP_CHECK_FREQUENCY",
+    "KUBE_API_BURST",
+    "KUBE_API_QPS",
+    "MAX_PODS",
+    "NODE_LEASE_DURATION_SECONDS",
+    "NODE_STATUS_REPORT_FREQUENCY",
+    "NODE_STATUS_UPDATE_FREQUENCY",
+    "POD_LOGS_DIR",
+    "PORT",
+    "READ_ONLY_PORT",
+    "ROOT_DIR",
+    "RUNTIME_REQUEST_TIMEOUT",
+    "STREAMING_CONNECTION_IDLE_TIMEOUT",
+    "SYNC_FREQUENCY",
+]
+
+# -- pod sources and the sync loop ----------------------------------------------------------------------
+SYNC_FREQUENCY = 60.0  # syncFrequency 1m
+FILE_CHECK_FREQUENCY = 20.0  # fileCheckFrequency 20s
+HTTP_CHECK_FREQUENCY = 20.0  # httpCheckFrequency 20s
+
+# -- node -----------------------------------------------------------------------------------------------
+ROOT_DIR = "/var/lib/kubelet"  # --root-dir
+POD_LOGS_DIR = "/var/log/pods"  # podLogsDir
+MAX_PODS = 110  # maxPods
+CONTAINER_LOG_MAX_SIZE = "10Mi"  # containerLogMaxSize
+CONTAINER_LOG_MAX_SIZE_BYTES = 10 * 1024 * 1024
+CONTAINER_LOG_MAX_FILES = 5  # containerLogMaxFiles
+CONTAINER_LOG_MONITOR_INTERVAL = 10.0  # containerLogMonitorInterval 10s
+
+# -- container runtime ----------------------------------------------------------------------------------
+CONTAINER_RUNTIME_ENDPOINT = "unix:///run/containerd/containerd.sock"  # containerRuntimeEndpoint
+RUNTIME_REQUEST_TIMEOUT = 120.0  # runtimeRequestTimeout 2m
+
+# -- API server mode ------------------------------------------------------------------------------------
+KUBE_API_QPS = 50.0  # kubeAPIQPS (1.27+; 5 before)
+KUBE_API_BURST = 100  # kubeAPIBurst (1.27+; 10 before)
+NODE_STATUS_UPDATE_FREQUENCY = 10.0  # nodeStatusUpdateFrequency 10s
+NODE_STATUS_REPORT_FREQUENCY = 300.0  # nodeStatusReportFrequency 5m
+NODE_LEASE_DURATION_SECONDS = 40  # nodeLeaseDurationSeconds
+CHANGE_DETECTION_STRATEGIES = ("Watch", "Cache", "Get")
+CONFIG_MAP_AND_SECRET_CHANGE_DETECTION_STRATEGY = "Watch"  # configMapAndSecretChangeDetectionStrategy
+#: evictionHard (``defaults_linux.go``). Go also sets nodefs.inodesFree 5%, imagefs.available 15% and
+#: imagefs.inodesFree 5%; this kubelet subtracts only these two from allocatable (no eviction manager).
+EVICTION_HARD: Mapping[str, str] = {"memory.available": "100Mi", "nodefs.available": "10%"}
+
+# -- HTTP servers ---------------------------------------------------------------------------------------
+HEALTHZ_PORT = 10248  # healthzPort
+HEALTHZ_BIND_ADDRESS = "127.0.0.1"  # healthzBindAddress
+ADDRESS = "0.0.0.0"  # address
+PORT = 10250  # port
+READ_ONLY_PORT = 0  # readOnlyPort (the v1beta1 default; the legacy flag default is 10255)
+AUTHENTICATION_WEBHOOK_CACHE_TTL = 120.0  # authentication.webhook.cacheTTL 2m
+AUTHORIZATION_WEBHOOK_CACHE_AUTHORIZED_TTL = 300.0  # authorization.webhook.cacheAuthorizedTTL 5m
+AUTHORIZATION_WEBHOOK_CACHE_UNAUTHORIZED_TTL = 30.0  # authorization.webhook.cacheUnauthorizedTTL 30s
+STREAMING_CONNECTION_IDLE_TIMEOUT = 4 * 3600.0  # streamingConnectionIdleTimeout 4h

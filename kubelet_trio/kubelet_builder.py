@@ -1,0 +1,110 @@
+"""The composition root: one place that builds a node (Go: ``NewMainKubelet`` and ``RunKubelet``).
+
+::
+
+    deps = KubeletDeps(runtime=runtime, pod_config=pod_config, sources=(file_source,))
+    async with open_kubelet(KubeletConfig(node_name="node-1"), deps) as node:
+        ...  # node.kubelet runs until the block exits (pods are left running, as the Go kubelet does)
+
+:func:`build_kubelet` builds every component from the typed config and the frozen dependencies bundle, in
+Go's order: the runtime (instrumented when asked), the API-mode pieces when an API client is given (the
+``api`` pod source, then the components that need the Kubelet, built while the Kubelet's constructor
+runs), and the Kubelet with its sub-managers. Standalone vs API mode is decided here and nowhere else;
+after construction nothing reaches into the Kubelet to rewire it. :func:`open_kubelet` builds and runs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+
+import attrs
+import trio
+
+from kubelet_trio.apimode import ApiMode, ApiModeOptions, api_pod_source, build_api_mode
+from kubelet_trio.client import ApiClient
+from kubelet_trio.clock import WallClock
+from kubelet_trio.config.podconfig import PodConfig
+from kubelet_trio.cri.instrumented import InstrumentedRuntime
+from kubelet_trio.cri.runtime import Runtime
+from kubelet_trio.fsio import RunSync, run_in_thread
+from kubelet_trio.kubelet import EventSink, Kubelet, KubeletConfig, KubeletExtension, PodSource
+from kubelet_trio.kuberuntime.resources import NodeAllocatable
+from kubelet_trio.metrics import KubeletMetrics
+
+__all__ = ["KubeletDeps", "KubeletNode", "build_kubelet", "open_kubelet"]
+
+
+@attrs.frozen(kw_only=True)
+class KubeletDeps:
+    """What a node is built from besides its :class:`KubeletConfig` (Go: ``kubelet.Dependencies``).
+
+    ``pod_config`` merges the pod sources; ``sources`` feed it (their channels come from it). With
+    ``api_client`` the node runs in API mode: the ``api`` source is added (``pod_config`` must list
+    ``"api"``) and node status, lease, events, objects and tokens come from the API server.
+    """
+
+    runtime: Runtime
+    pod_config: PodConfig
+    sources: Sequence[PodSource] = ()
+    clock: WallClock = attrs.Factory(WallClock)
+    run_sync: RunSync = run_in_thread  # small file operations (see kubelet_trio.fsio)
+    metrics: KubeletMetrics = attrs.Factory(KubeletMetrics)
+    instrument_runtime: bool = False  # time every CRI call into ``metrics`` (the daemon does)
+    allocatable: NodeAllocatable | None = None  # None: the machine's CPUs and memory
+    event_sink: EventSink | None = None  # standalone: where pod events go (API mode: the API server)
+    api_client: ApiClient | None = None  # API mode when set
+    api_options: ApiModeOptions = attrs.Factory(ApiModeOptions)
+    # Standalone only: a client for the Kubelet API's webhooks without the rest of API mode (tests)
+    webhook_client: ApiClient | None = None
+
+
+@attrs.frozen
+class KubeletNode:
+    """A built node: the Kubelet and, in API mode, its API-mode components."""
+
+    kubelet: Kubelet
+    api: ApiMode | None = None
+
+
+def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
+    """Build a node, not yet running (:func:`open_kubelet` runs it)."""
+    runtime = deps.runtime
+    if deps.instrument_runtime:
+        runtime = InstrumentedRuntime(runtime, deps.metrics.observe_runtime_operation)
+    sources = list(deps.sources)
+    built: list[ApiMode] = []
+    client = deps.api_client
+    if client is not None:
+        api_source = api_pod_source(client, deps.pod_config, config.node_name)
+        sources.append(api_source)
+
+        def api_mode(kubelet: Kubelet) -> KubeletExtension:
+            mode = build_api_mode(kubelet, client, api_source, deps.api_options)
+            built.append(mode)
+            return mode.extension()
+
+    kubelet = Kubelet(
+        config,
+        runtime,
+        deps.pod_config,
+        tuple(sources),
+        extension=api_mode if client is not None else None,
+        event_sink=deps.event_sink,
+        api_client=deps.webhook_client,
+        clock=deps.clock,
+        run_sync=deps.run_sync,
+        metrics=deps.metrics,
+        allocatable=deps.allocatable,
+    )
+    return KubeletNode(kubelet, built[0] if built else None)
+
+
+@contextlib.asynccontextmanager
+async def open_kubelet(config: KubeletConfig, deps: KubeletDeps) -> AsyncIterator[KubeletNode]:
+    """Build the node and run it until the block exits; yields once every component is up."""
+    node = build_kubelet(config, deps)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(node.kubelet.run)
+        yield node
+        nursery.cancel_scope.cancel()

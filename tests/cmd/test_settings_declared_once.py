@@ -1,0 +1,319 @@
+"""Each setting is declared once (a :class:`KubeletOptions` field made by ``options.setting``) and the
+component configurations are derived from it in one function (``options.component_configs``).
+
+The Go defaults checked here are those of ``pkg/kubelet/apis/config/v1beta1/defaults.go`` (and
+``defaults_linux.go``) in Kubernetes 1.31 (kubeAPIQPS/kubeAPIBurst are 50/100 since 1.27; 5/10 before).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+import kubelet_trio
+from kubelet_trio import defaults
+from kubelet_trio.apimode import ApiModeOptions
+from kubelet_trio.apiobjects import DEFAULT_TTL
+from kubelet_trio.client.ratelimit import TokenBucket
+from kubelet_trio.cri.remote import DEFAULT_REQUEST_TIMEOUT
+from kubelet_trio.kubelet import KubeletConfig
+from kubelet_trio.nodelease.controller import LEASE_DURATION_SECONDS
+from kubelet_trio.nodestatus.setters import DEFAULT_EVICTION_HARD, NodeStatusConfig
+from kubelet_trio.options import SETTINGS, KubeletOptions, component_configs, load_options
+from kubelet_trio.pod_workers import RESYNC_INTERVAL
+from kubelet_trio.runonce import RunOnceSettings
+
+#: KubeletConfiguration v1beta1 defaults (Kubernetes 1.31), as written in a configuration file.
+GO_DEFAULTS: dict[str, Any] = {
+    "staticPodPath": "",
+    "staticPodURL": "",
+    "staticPodURLHeader": {},
+    "syncFrequency": "1m0s",
+    "fileCheckFrequency": "20s",
+    "httpCheckFrequency": "20s",
+    "containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",  # 1.27+
+    "imageServiceEndpoint": "",
+    "runtimeRequestTimeout": "2m0s",
+    "podLogsDir": "/var/log/pods",
+    "maxPods": 110,
+    "allowedUnsafeSysctls": [],
+    "containerLogMaxSize": "10Mi",
+    "containerLogMaxFiles": 5,
+    "containerLogMonitorInterval": "10s",
+    "kubeAPIQPS": 50,  # 1.27+ (5 before)
+    "kubeAPIBurst": 100,  # 1.27+ (10 before)
+    "registerNode": True,
+    "registerWithTaints": [],
+    "kubeReserved": {},
+    "systemReserved": {},
+    "nodeStatusUpdateFrequency": "10s",
+    "nodeStatusReportFrequency": "5m0s",
+    "nodeLeaseDurationSeconds": 40,
+    "configMapAndSecretChangeDetectionStrategy": "Watch",
+    "healthzPort": 10248,
+    "healthzBindAddress": "127.0.0.1",
+    "readOnlyPort": 0,
+    "address": "0.0.0.0",
+    "port": 10250,
+    "tlsCertFile": "",
+    "tlsPrivateKeyFile": "",
+    "authentication.x509.clientCAFile": "",
+    "authentication.webhook.cacheTTL": "2m0s",
+    "authorization.webhook.cacheAuthorizedTTL": "5m0s",
+    "authorization.webhook.cacheUnauthorizedTTL": "30s",
+    "streamingConnectionIdleTimeout": "4h0m0s",
+    "logging.format": "text",
+    "logging.verbosity": 0,
+}
+
+#: Keys whose default deliberately differs from Go's v1beta1 default: key -> (Go's default, why).
+DEVIATIONS: dict[str, tuple[Any, str]] = {
+    "authentication.anonymous.enabled": (True, "closed by default (the legacy flag default is true too)"),
+    "authentication.webhook.enabled": (True, "webhooks need API server mode, which is optional here"),
+    "authorization.mode": ("Webhook", "AlwaysAllow, the legacy flag default: API server mode is optional"),
+    "evictionHard": (
+        {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%"}
+        | {"imagefs.available": "15%", "imagefs.inodesFree": "5%"},
+        "only the memory and nodefs thresholds are subtracted from allocatable (no eviction manager)",
+    ),
+}
+
+#: Flag-only settings: not KubeletConfiguration fields in Go either, or this kubelet's own.
+FLAG_ONLY = {
+    "kubeconfig",
+    "hostname_override",
+    "node_ip",
+    "node_labels",
+    "root_dir",
+    "pod_infra_container_image",
+    "runonce",
+    "runtime",  # cri or sim (this kubelet's)
+    "runonce_wait",
+    "runonce_timeout",
+    "runonce_cleanup",
+    "output",
+}
+
+
+def test_every_setting_is_a_field_and_every_field_a_setting() -> None:
+    fields = {field.name for field in attrs.fields(KubeletOptions)}
+    assert fields - {s.dest for s in SETTINGS} == {"config", "explicit"}
+    assert len(SETTINGS) == len(fields) - 2
+
+
+def test_flags_and_keys_are_unique_and_every_flag_maps_to_a_key() -> None:
+    flags = [s.flag for s in SETTINGS if s.flag]
+    keys = [s.key for s in SETTINGS if s.key]
+    assert len(flags) == len(set(flags))
+    assert len(keys) == len(set(keys))
+    assert all(s.flag or s.key for s in SETTINGS)
+    assert {s.dest for s in SETTINGS if s.key is None} == FLAG_ONLY
+    for setting in SETTINGS:
+        if setting.flag is not None:
+            assert setting.flag == "--" + setting.dest.replace("_", "-") or setting.dest == "verbosity"
+
+
+def test_the_default_is_the_declared_one_and_of_the_declared_type() -> None:
+    options = KubeletOptions()
+    for setting in SETTINGS:
+        assert getattr(options, setting.dest) == setting.default, setting.dest
+        annotation = KubeletOptions.__annotations__[setting.dest]
+        base = {"str": str, "int": int, "float": float, "bool": bool, "dict": dict, "tuple": tuple}[
+            annotation.split("[")[0]
+        ]
+        assert isinstance(setting.default, base), (setting.dest, annotation)
+        if setting.flag and not setting.is_switch and setting.default not in ("", {}, ()):
+            assert setting.parse(_as_flag(setting.default), False) == setting.default, setting.dest
+
+
+def _as_flag(value: Any) -> Any:
+    if isinstance(value, dict):
+        return [",".join(f"{k}<{v}" for k, v in value.items())]
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def test_mutable_defaults_are_not_shared() -> None:
+    first, second = KubeletOptions(), KubeletOptions()
+    first.eviction_hard["pid.available"] = "5%"
+    first.node_labels["a"] = "b"
+    assert second.eviction_hard == dict(DEFAULT_EVICTION_HARD)
+    assert second.node_labels == {}
+
+
+@pytest.mark.parametrize("setting", [s for s in SETTINGS if s.key], ids=lambda s: s.key)
+def test_defaults_match_the_go_kubelets(setting: Any) -> None:
+    assert (setting.key in GO_DEFAULTS) != (setting.key in DEVIATIONS), "decide: Go's default or a reason"
+    if setting.key in DEVIATIONS:
+        go_default, _ = DEVIATIONS[setting.key]
+        assert setting.parse(go_default, True) != setting.default  # still a deviation
+        return
+    go_default = GO_DEFAULTS[setting.key]
+    parsed = setting.parse(go_default, True) if go_default not in ("", {}, []) else type(setting.default)()
+    assert parsed == setting.default
+    # and nothing in the file or the flags is needed to get it
+    options, _ = load_options([])
+    assert getattr(options, setting.dest) == setting.default
+
+
+def test_no_go_default_without_a_setting() -> None:
+    keys = {s.key for s in SETTINGS}
+    assert set(GO_DEFAULTS) <= keys
+    assert set(DEVIATIONS) <= keys
+
+
+# -- the derived component configurations ---------------------------------------------------------------
+
+#: KubeletConfig field -> the KubeletOptions setting it comes from.
+KUBELET_CONFIG = {
+    "pod_logs_dir": "pod_logs_dir",
+    "container_log_max_files": "container_log_max_files",
+    "container_log_monitor_interval": "container_log_monitor_interval",
+    "root_dir": "root_dir",
+    "sync_frequency": "sync_frequency",
+    "healthz_port": "healthz_port",
+    "healthz_bind_address": "healthz_bind_address",
+    "read_only_port": "read_only_port",
+    "port": "port",
+    "tls_cert_file": "tls_cert_file",
+    "tls_private_key_file": "tls_private_key_file",
+    "client_ca_file": "client_ca_file",
+    "anonymous_auth": "anonymous_auth",
+    "authentication_token_webhook": "authentication_token_webhook",
+    "authorization_mode": "authorization_mode",
+    "authentication_cache_ttl": "authentication_token_webhook_cache_ttl",
+    "authorized_cache_ttl": "authorization_webhook_cache_authorized_ttl",
+    "unauthorized_cache_ttl": "authorization_webhook_cache_unauthorized_ttl",
+    "streaming_connection_idle_timeout": "streaming_connection_idle_timeout",
+    "address": "address",
+    "allowed_unsafe_sysctls": "allowed_unsafe_sysctls",
+}
+API_MODE = {
+    "register_node": "register_node",
+    "node_labels": "node_labels",
+    "register_with_taints": "register_with_taints",
+    "max_pods": "max_pods",
+    "kubelet_port": "port",
+    "kube_reserved": "kube_reserved",
+    "system_reserved": "system_reserved",
+    "eviction_hard": "eviction_hard",
+    "node_status_update_frequency": "node_status_update_frequency",
+    "node_status_report_frequency": "node_status_report_frequency",
+    "node_lease_duration_seconds": "node_lease_duration_seconds",
+    "object_strategy": "config_map_and_secret_change_detection_strategy",
+}
+RUN_ONCE = {"wait": "runonce_wait", "timeout": "runonce_timeout", "cleanup": "runonce_cleanup"}
+RUN_ONCE |= {"max_pods": "max_pods"}
+
+CHANGED = [
+    "--hostname-override=Node-A",
+    "--node-ip=10.1.2.3",
+    "--pod-logs-dir=/logs",
+    "--root-dir=/state",
+    "--container-log-max-size=20Mi",
+    "--container-log-max-files=3",
+    "--sync-frequency=45s",
+    "--healthz-port=1",
+    "--healthz-bind-address=0.0.0.0",
+    "--read-only-port=10255",
+    "--port=10251",
+    "--tls-cert-file=/c",
+    "--tls-private-key-file=/k",
+    "--client-ca-file=/ca",
+    "--anonymous-auth=true",
+    "--authentication-token-webhook=true",
+    "--authorization-mode=Webhook",
+    "--authentication-token-webhook-cache-ttl=1s",
+    "--authorization-webhook-cache-authorized-ttl=2s",
+    "--authorization-webhook-cache-unauthorized-ttl=3s",
+    "--streaming-connection-idle-timeout=4s",
+    "--address=127.0.0.2",
+    "--allowed-unsafe-sysctls=kernel.msg*",
+    "--register-node=false",
+    "--node-labels=a=b",
+    "--register-with-taints=k=v:NoSchedule",
+    "--max-pods=7",
+    "--kube-reserved=cpu=1",
+    "--system-reserved=memory=1Gi",
+    "--eviction-hard=memory.available<1Gi",
+    "--node-status-update-frequency=5s",
+    "--runonce-wait=completion",
+    "--runonce-timeout=9s",
+    "--runonce-cleanup",
+]
+
+
+@pytest.mark.parametrize("argv", [[], CHANGED], ids=["defaults", "changed"])
+def test_component_configs_carry_every_setting(argv: list[str]) -> None:
+    options, _ = load_options(argv)
+    if argv:  # and the configuration-file-only settings
+        options = attrs.evolve(
+            options,
+            node_status_report_frequency=60.0,
+            node_lease_duration_seconds=20,
+            config_map_and_secret_change_detection_strategy="Get",
+            container_log_monitor_interval=30.0,
+        )
+    configs = component_configs(options)
+    for config, mapping in (
+        (configs.kubelet, KUBELET_CONFIG),
+        (configs.api_mode, API_MODE),
+        (configs.run_once, RUN_ONCE),
+    ):
+        for field, dest in mapping.items():
+            assert getattr(config, field) == getattr(options, dest), field
+    assert configs.kubelet.node_name == options.node_name
+    assert configs.kubelet.container_log_max_size == options.container_log_max_bytes
+    assert configs.kubelet.node_ips == ((options.node_ip,) if options.node_ip else ())
+    assert configs.api_mode.hostname == (options.hostname_override or None)
+    if argv:  # every setting above differs from its default, so a dropped copy cannot pass
+        defaults_options = KubeletOptions()
+        for dest in {*KUBELET_CONFIG.values(), *API_MODE.values(), *RUN_ONCE.values()}:
+            assert getattr(options, dest) != getattr(defaults_options, dest), dest
+
+
+def test_component_defaults_agree_with_the_declaration() -> None:
+    """Components embedded without the command line default to the same values."""
+    options = KubeletOptions()
+    api_mode = ApiModeOptions()
+    for field, dest in API_MODE.items():
+        assert getattr(api_mode, field) == getattr(options, dest), field
+    run_once = RunOnceSettings()
+    for field, dest in RUN_ONCE.items():
+        assert getattr(run_once, field) == getattr(options, dest), field
+    status = NodeStatusConfig(node_name="n", kubelet_version="v")
+    assert (status.max_pods, status.kubelet_port) == (options.max_pods, options.port)
+    assert dict(status.eviction_hard) == options.eviction_hard
+    assert options.node_lease_duration_seconds == LEASE_DURATION_SECONDS
+    assert RESYNC_INTERVAL == DEFAULT_TTL == options.sync_frequency
+    assert options.runtime_request_timeout == DEFAULT_REQUEST_TIMEOUT
+    bucket = TokenBucket()
+    assert (bucket.qps, bucket.burst) == (options.kube_api_qps, options.kube_api_burst)
+    config = KubeletConfig(node_name="n")
+    embedded_off = {"healthz_port", "read_only_port", "port"}  # 0 = off unless the CLI turns them on
+    for field, dest in KUBELET_CONFIG.items():
+        if field not in embedded_off:
+            assert getattr(config, field) == getattr(options, dest), field
+    assert config.container_log_max_size == options.container_log_max_bytes
+
+
+DUPLICATED = re.compile(
+    r"^\s*(max_pods|\w*lease_duration_seconds|LEASE_DURATION_SECONDS|object_strategy|DEFAULT_QPS|DEFAULT_BURST)"
+    r"\b[^=\n]*=\s*(\d|\"Watch\")",
+    re.MULTILINE | re.IGNORECASE,
+)
+
+
+def test_defaults_are_not_repeated_as_literals() -> None:
+    package = Path(kubelet_trio.__file__).parent
+    offenders = [
+        f"{path.relative_to(package)}: {match[0].strip()}"
+        for path in sorted(package.rglob("*.py"))
+        if path.name != "defaults.py"
+        for match in DUPLICATED.finditer(path.read_text())
+    ]
+    assert offenders == []
+    assert KubeletOptions().max_pods == defaults.MAX_PODS
