@@ -30,7 +30,7 @@ from kubelet_trio.testing.env import LocalCriEnvironment
 from tests.apiserver.harness import MACHINE, node_ready, open_containerd_api_node
 from tests.apiserver.pod_status import api_container
 from tests.fakeapi import FakeApi
-from tests.kubeletapi.test_kubelet_api import free_port, server_files
+from tests.kubeletapi.test_kubelet_api import free_port, server_files, tls_client
 from tests.server.kubectl import (
     KUBECTL_LIMIT,
     Kubectl,
@@ -71,9 +71,12 @@ class Cluster:
             await self.api.wait_for(lambda: container_running(self.api, name))
 
 
-@pytest.fixture
-async def cluster(cri_env: LocalCriEnvironment, tmp_path: Path) -> AsyncIterator[Cluster]:
-    ca = trustme.CA()
+@contextlib.asynccontextmanager
+async def open_cluster(
+    cri_env: LocalCriEnvironment, tmp_path: Path, ca: trustme.CA, **node_options: Any
+) -> AsyncIterator[tuple[Cluster, int]]:
+    """The node on containerd behind the fake API server (which proxies pods/exec|attach|portforward to
+    it with a client certificate of ``ca``), Ready, with kubectl pointed at the fake; and its port."""
     port = free_port()
     async with open_containerd_api_node(
         cri_env,
@@ -84,12 +87,19 @@ async def cluster(cri_env: LocalCriEnvironment, tmp_path: Path) -> AsyncIterator
         address="127.0.0.1",
         node_ips=("127.0.0.1",),
         **server_files(ca, tmp_path),
+        **node_options,
     ) as (api, _client, _runtime, _node):
         api.app.kubelet_tls = apiserver_tls(ca)
         with trio.fail_after(60):
             await api.wait_for(lambda: node_ready(api, NODE))
         async with open_kubectl_endpoint(api, ca, tmp_path) as kubeconfig:
-            yield Cluster(api, Kubectl(api, kubeconfig), cri_env.images.busybox)
+            yield Cluster(api, Kubectl(api, kubeconfig), cri_env.images.busybox), port
+
+
+@pytest.fixture
+async def cluster(cri_env: LocalCriEnvironment, tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with open_cluster(cri_env, tmp_path, trustme.CA()) as (cluster, _port):
+        yield cluster
 
 
 async def test_exec_returns_stdout_stderr_and_the_exit_code(cluster: Cluster) -> None:
@@ -222,3 +232,30 @@ async def test_kubectl_debug_starts_an_ephemeral_container_and_attaches(cluster:
     statuses = cluster.api.pod("target")["status"].get("ephemeralContainerStatuses") or []
     assert [s["name"] for s in statuses] == ["dbg"]
     assert api_container(cluster.api, "target", "app")["restartCount"] == 0  # nothing was restarted
+
+
+async def test_exec_on_containerd_needs_authentication_and_authorization(
+    cri_env: LocalCriEnvironment, tmp_path: Path
+) -> None:
+    """The Kubelet API's streaming routes are ``nodes/proxy`` requests: no client identity → 401, an
+    identity the API server's SubjectAccessReview denies → 403, an allowed one reaches containerd."""
+    ca = trustme.CA()
+    alice, eve = ca.issue_cert("alice", common_name="alice"), ca.issue_cert("eve", common_name="eve")
+    async with open_cluster(cri_env, tmp_path, ca, authorization_mode="Webhook") as (cluster, port):
+        cluster.api.app.allowed.add(("alice", "create", "nodes/proxy"))
+        await cluster.run_pod("guarded", "sleep 3600")
+        upgrade = {"Connection": "Upgrade", "Upgrade": "SPDY/3.1"}
+        path = "/exec/default/guarded/app?command=true&output=1"
+        url = f"https://127.0.0.1:{port}"
+        async with tls_client(ca, base_url=url) as nobody:
+            answer = await nobody.post(path, headers=upgrade)
+            assert (answer.status_code, answer.text) == (401, "Unauthorized\n")
+        async with tls_client(ca, eve, base_url=url) as client:
+            answer = await client.post(path, headers=upgrade)
+            assert (answer.status_code, answer.text) == (
+                403,
+                "Forbidden (user=eve, verb=create, resource=nodes, subresource(s)=[proxy])\n",
+            )
+        async with tls_client(ca, alice, base_url=url) as client:
+            run = await client.post("/run/default/guarded/app", params={"cmd": "echo through containerd"})
+            assert (run.status_code, run.text) == (200, "through containerd\n")
