@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kubelet_trio.container.hash import hash_container
 from kubelet_trio.kuberuntime.actions import (
     ContainerToKill,
     PodActions,
@@ -22,7 +23,6 @@ from kubelet_trio.kuberuntime.container import (
     plain_run_options,
 )
 from kubelet_trio.kuberuntime.gc import ContainerGC
-from kubelet_trio.kuberuntime.hash import hash_container
 from kubelet_trio.kuberuntime.images import EventSink, ImageError, ImageManager
 from kubelet_trio.kuberuntime.labels import NODE_LABEL
 from kubelet_trio.kuberuntime.manager import KubeRuntimeManager, running_pod_from_status

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import attrs
 
+from kubelet_trio.container.hash import hash_container
 from kubelet_trio.container.types import ContainerState, ContainerStatus, PodStatus
-from kubelet_trio.kuberuntime.hash import hash_container
 from kubelet_trio.kuberuntime.sandbox import pod_sandbox_changed
 
 if TYPE_CHECKING:

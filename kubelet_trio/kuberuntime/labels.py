@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from kubelet_trio.api import ContainerPort, LifecycleHandler
-from kubelet_trio.kuberuntime.hash import hash_container
+from kubelet_trio.container.hash import hash_container
 from kubelet_trio.logs import kv
 
 if TYPE_CHECKING:

@@ -26,6 +26,7 @@ import trio
 
 from kubelet_trio import defaults
 from kubelet_trio.clock import go_duration
+from kubelet_trio.container.hash import hash_container
 from kubelet_trio.container.runtime import PodSyncResult, SyncStep
 from kubelet_trio.container.types import (
     ContainerState,
@@ -60,7 +61,6 @@ from kubelet_trio.kuberuntime.container import (
     plain_run_options,
 )
 from kubelet_trio.kuberuntime.gc import DEFAULT_MAX_PER_POD_CONTAINER, ContainerGC
-from kubelet_trio.kuberuntime.hash import hash_container
 from kubelet_trio.kuberuntime.images import (
     IMAGE_BACKOFF_INITIAL,
     IMAGE_BACKOFF_MAX,

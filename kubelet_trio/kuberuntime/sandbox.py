@@ -8,37 +8,27 @@ from typing import TYPE_CHECKING
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.kuberuntime.labels import pod_annotations, pod_labels
 from kubelet_trio.kuberuntime.logs import pod_logs_directory
+from kubelet_trio.network.hosts import pod_hostname
 
 if TYPE_CHECKING:
     from kubelet_trio.api import Container, Pod
     from kubelet_trio.container.types import PodStatus
 
 __all__ = [
-    "HOSTNAME_MAX_LENGTH",
     "generate_pod_sandbox_config",
     "is_host_network_pod",
     "namespaces_for_pod",
-    "pod_hostname",
     "pod_sandbox_changed",
     "pod_sysctls",
     "port_mappings",
     "sysctl_dotted_name",
 ]
 
-HOSTNAME_MAX_LENGTH = 63
 _PROTOCOLS = {"TCP": pb.Protocol.TCP, "UDP": pb.Protocol.UDP, "SCTP": pb.Protocol.SCTP}
 
 
 def is_host_network_pod(pod: Pod) -> bool:
     return bool(pod.spec and pod.spec.host_network)
-
-
-def pod_hostname(pod: Pod) -> str:
-    """``spec.hostname`` or the pod name, cut to 63 characters without a trailing ``-``/``.``."""
-    hostname = (pod.spec.hostname if pod.spec else None) or pod.name
-    if len(hostname) > HOSTNAME_MAX_LENGTH:
-        hostname = hostname[:HOSTNAME_MAX_LENGTH].rstrip("-.")
-    return hostname
 
 
 def namespaces_for_pod(pod: Pod) -> pb.NamespaceOption:

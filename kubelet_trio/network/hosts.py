@@ -14,14 +14,15 @@ import os
 from collections.abc import Sequence
 
 from kubelet_trio.api import HostAlias, Pod
-from kubelet_trio.kuberuntime.sandbox import pod_hostname
 
 __all__ = [
     "ETC_HOSTS_MOUNT_NAME",
     "ETC_HOSTS_PATH",
+    "HOSTNAME_MAX_LENGTH",
     "MANAGED_HOSTS_HEADER",
     "hosts_file_content",
     "managed_hosts_file_content",
+    "pod_hostname",
     "pod_hostname_and_domain",
     "write_hosts_file",
 ]
@@ -30,6 +31,15 @@ ETC_HOSTS_PATH = "/etc/hosts"
 ETC_HOSTS_MOUNT_NAME = "k8s-managed-etc-hosts"
 MANAGED_HOSTS_HEADER = "# Kubernetes-managed hosts file.\n"
 MANAGED_HOSTS_HEADER_HOST_NETWORK = "# Kubernetes-managed hosts file (host network).\n"
+HOSTNAME_MAX_LENGTH = 63
+
+
+def pod_hostname(pod: Pod) -> str:
+    """``spec.hostname`` or the pod name, cut to 63 characters without a trailing ``-``/``.``."""
+    hostname = (pod.spec.hostname if pod.spec else None) or pod.name
+    if len(hostname) > HOSTNAME_MAX_LENGTH:
+        hostname = hostname[:HOSTNAME_MAX_LENGTH].rstrip("-.")
+    return hostname
 
 
 def pod_hostname_and_domain(pod: Pod, cluster_domain: str) -> tuple[str, str]:

@@ -28,10 +28,10 @@ from kubelet_trio.api.status import (
     PodIP,
     PodStatus,
 )
+from kubelet_trio.container.hash import hash_container
 from kubelet_trio.container.types import ContainerState as RuntimeState
 from kubelet_trio.container.types import ContainerStatus as RuntimeContainerStatus
 from kubelet_trio.container.types import PodStatus as RuntimePodStatus
-from kubelet_trio.kuberuntime.hash import hash_container
 from kubelet_trio.logs import kobj, kv
 from kubelet_trio.status.conditions import (
     DISRUPTION_TARGET,

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from kubelet_trio.api import Container, Pod
+from kubelet_trio.container.hash import hash_container
 from kubelet_trio.container.types import ContainerState, ContainerStatus, PodStatus, SandboxStatus
 from kubelet_trio.kuberuntime import ContainerToKill, PodActions, ProbeKind, ProbeResult, compute_pod_actions
 from kubelet_trio.kuberuntime.actions import should_container_be_restarted
-from kubelet_trio.kuberuntime.hash import hash_container
 from tests.kuberuntime.conftest import IMAGE, app, make_pod, spec_of
 
 RUNNING, EXITED, CREATED, UNKNOWN = (

@@ -8,6 +8,7 @@ from trio.testing import MockClock
 
 from kubelet_trio.api import Container
 from kubelet_trio.clock import go_duration as format_duration
+from kubelet_trio.container.hash import go_json_string
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.kuberuntime import (
     Backoff,
@@ -16,7 +17,6 @@ from kubelet_trio.kuberuntime import (
     hash_container,
 )
 from kubelet_trio.kuberuntime.container import termination_grace_period
-from kubelet_trio.kuberuntime.hash import go_json_string
 from kubelet_trio.kuberuntime.images import (
     InvalidImageNameError,
     apply_default_image_tag,
