@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from kubelet_trio import defaults
 from kubelet_trio.api import Container, Pod, Quantity, ResourceFieldSelector
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.logs import kv
@@ -50,9 +51,8 @@ SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 NODE_CRITICAL_PRIORITY_CLASS = "system-node-critical"
 
 
-#: The Go kubelet's default hard eviction thresholds (``evictionHard``); allocatable leaves them out. The
-#: same values as :data:`kubelet_trio.nodestatus.DEFAULT_EVICTION_HARD` (a test keeps them equal).
-DEFAULT_EVICTION_HARD: Mapping[str, str] = {"memory.available": "100Mi", "nodefs.available": "10%"}
+#: The Go kubelet's default hard eviction thresholds (``evictionHard``); allocatable leaves them out.
+DEFAULT_EVICTION_HARD: Mapping[str, str] = defaults.EVICTION_HARD
 
 
 @attrs.frozen

@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from kubelet_trio import defaults
-from kubelet_trio.api import Quantity
+from kubelet_trio.kuberuntime.resources import NodeAllocatable, node_allocatable
 from kubelet_trio.nodestatus.machine import MachineInfo
 
 __all__ = [
@@ -98,29 +98,16 @@ def node_resources(config: NodeStatusConfig, machine: MachineInfo) -> tuple[dict
         "hugepages-1Gi": "0",
         "hugepages-2Mi": "0",
     }
-    reserved_cpu = reserved_memory = reserved_storage = 0
-    for reserved in (config.kube_reserved, config.system_reserved):
-        if "cpu" in reserved:
-            reserved_cpu += Quantity(reserved["cpu"]).milli_value()
-        if "memory" in reserved:
-            reserved_memory += Quantity(reserved["memory"]).int_value()
-        if "ephemeral-storage" in reserved:
-            reserved_storage += Quantity(reserved["ephemeral-storage"]).int_value()
-    reserved_memory += _threshold(config.eviction_hard.get("memory.available"), memory)
-    reserved_storage += _threshold(config.eviction_hard.get("nodefs.available"), storage)
+    allocatable_resources = node_allocatable(
+        NodeAllocatable(milli_cpu=cpu_milli, memory=memory, ephemeral_storage=storage),
+        reserved=(config.kube_reserved, config.system_reserved),
+        eviction_hard=config.eviction_hard,
+    )
     allocatable = dict(capacity)
-    allocatable["cpu"] = _cpu(cpu_milli - reserved_cpu)
-    allocatable["memory"] = _binary(memory - reserved_memory)
-    allocatable["ephemeral-storage"] = _binary(storage - reserved_storage)
+    allocatable["cpu"] = _cpu(allocatable_resources.milli_cpu)
+    allocatable["memory"] = _binary(allocatable_resources.memory)
+    allocatable["ephemeral-storage"] = _binary(allocatable_resources.ephemeral_storage)
     return capacity, allocatable
-
-
-def _threshold(value: str | None, capacity: int) -> int:
-    if not value:
-        return 0
-    if value.endswith("%"):
-        return int(capacity * float(value[:-1]) / 100)
-    return Quantity(value).int_value()
 
 
 def _addresses(config: NodeStatusConfig) -> list[dict[str, str]]:
