@@ -28,10 +28,12 @@ from kubelet_trio.logs import kv
 __all__ = [
     "BACKOFF_INITIAL",
     "BACKOFF_MAX",
+    "LIST_PAGE_SIZE",
     "MIN_WATCH_TIMEOUT",
     "WATCH_CLIENT_MARGIN",
     "ObjectReflector",
     "WatchFailed",
+    "list_all",
     "list_and_watch",
     "raise_watch_error",
 ]
@@ -39,6 +41,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: client-go's minWatchTimeout: each watch asks for a timeout in [5, 10) minutes.
+#: Items per page of a list (client-go's reflector pages by 500).
+LIST_PAGE_SIZE = 500
 MIN_WATCH_TIMEOUT = 300.0
 #: A watch whose server never ends it is abandoned this long after its timeoutSeconds.
 WATCH_CLIENT_MARGIN = 30.0
@@ -49,6 +53,21 @@ SHORT_WATCH = 1.0
 
 class WatchFailed(Exception):
     """A watch stream ended with an ERROR event other than 410."""
+
+
+async def list_all(
+    client: ApiClient, path: str, params: dict[str, str], page_size: int = LIST_PAGE_SIZE
+) -> tuple[list[dict[str, Any]], str]:
+    """Every item of a paged list (``limit`` + ``continue``) and the list's resourceVersion."""
+    items: list[dict[str, Any]] = []
+    params = {**params, "limit": str(page_size)}
+    while True:
+        page = await client.get(path, params)
+        items.extend(page.get("items") or ())
+        meta = page.get("metadata") or {}
+        if not meta.get("continue"):
+            return items, str(meta.get("resourceVersion") or "")
+        params = {**params, "continue": meta["continue"]}
 
 
 def raise_watch_error(event: WatchEvent) -> None:

@@ -25,7 +25,13 @@ import trio_util
 
 from kubelet_trio.api import DecodeError, Pod
 from kubelet_trio.client import ApiClient, WatchEvent
-from kubelet_trio.client.reflector import MIN_WATCH_TIMEOUT, list_and_watch, raise_watch_error
+from kubelet_trio.client.reflector import (
+    LIST_PAGE_SIZE,
+    MIN_WATCH_TIMEOUT,
+    list_all,
+    list_and_watch,
+    raise_watch_error,
+)
 from kubelet_trio.config.types import API_SOURCE, CONFIG_MIRROR_ANNOTATION, SourceSet
 from kubelet_trio.logs import kref, kv
 
@@ -34,7 +40,6 @@ __all__ = ["ApiserverSource", "is_mirror_pod"]
 logger = logging.getLogger(__name__)
 
 PODS_PATH = "/api/v1/pods"
-LIST_PAGE_SIZE = 500
 
 
 def is_mirror_pod(pod: Pod) -> bool:
@@ -90,22 +95,16 @@ class ApiserverSource:
             )
 
     async def _list(self) -> None:
-        items: list[dict[str, Any]] = []
-        params = {"fieldSelector": self.field_selector, "limit": str(LIST_PAGE_SIZE)}
-        while True:
-            page = await self.client.get(PODS_PATH, params)
-            items.extend(page.get("items") or ())
-            meta = page.get("metadata") or {}
-            if not meta.get("continue"):
-                break
-            params = {**params, "continue": meta["continue"]}
+        items, resource_version = await list_all(
+            self.client, PODS_PATH, {"fieldSelector": self.field_selector}, LIST_PAGE_SIZE
+        )
         store: dict[str, Pod] = {}
         for item in items:
             pod = self._decode(item)
             if pod is not None:
                 store[_key(item)] = pod
         self._store = store
-        self.resource_version = str(meta.get("resourceVersion") or "")
+        self.resource_version = resource_version
         self.lists += 1
         logger.info(
             "listed pods",

@@ -33,7 +33,13 @@ import trio
 import trio_util
 
 from kubelet_trio.client import ApiClient, WatchEvent
-from kubelet_trio.client.reflector import MIN_WATCH_TIMEOUT, list_and_watch, raise_watch_error
+from kubelet_trio.client.reflector import (
+    LIST_PAGE_SIZE,
+    MIN_WATCH_TIMEOUT,
+    list_all,
+    list_and_watch,
+    raise_watch_error,
+)
 from kubelet_trio.kuberuntime.manager import RuntimeHandlerError
 from kubelet_trio.logs import kv
 
@@ -48,7 +54,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 RUNTIME_CLASSES_PATH = "/apis/node.k8s.io/v1/runtimeclasses"
-LIST_PAGE_SIZE = 500
 
 
 class RuntimeClassNotFound(RuntimeHandlerError):
@@ -121,17 +126,9 @@ class RuntimeClassManager:
         self.last_error = str(err)
 
     async def _list(self) -> None:
-        items: list[dict[str, Any]] = []
-        params = {"limit": str(LIST_PAGE_SIZE)}
-        while True:
-            page = await self.client.get(RUNTIME_CLASSES_PATH, params)
-            items.extend(page.get("items") or ())
-            meta = page.get("metadata") or {}
-            if not meta.get("continue"):
-                break
-            params = {**params, "continue": meta["continue"]}
+        items, resource_version = await list_all(self.client, RUNTIME_CLASSES_PATH, {}, LIST_PAGE_SIZE)
         self._handlers = {_name(item): str(item.get("handler") or "") for item in items if _name(item)}
-        self.resource_version = str(meta.get("resourceVersion") or "")
+        self.resource_version = resource_version
         self.lists += 1
         self.last_error = None
         logger.info(
