@@ -12,6 +12,7 @@ Usage: python bench/cri_roundtrip.py [--rounds 3] [--samples 300]
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import secrets
@@ -25,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import trio
-import trio_asyncio
 
+from kubelet_trio.aiobridge import AsyncioThread
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.remote import CriRuntime, open_cri_runtime
 from kubelet_trio.cri.runtime import Runtime
@@ -108,8 +109,9 @@ def via_runtime(rt: CriRuntime) -> StartOne:
     return start
 
 
-def via_raw_stubs(stub: pb.RuntimeServiceStub) -> StartOne:
-    call = trio_asyncio.aio_as_trio
+def via_raw_stubs(stub: pb.RuntimeServiceStub, bridge: AsyncioThread) -> StartOne:
+    def call(fn: Any) -> Any:
+        return functools.partial(bridge.call, fn)
 
     async def start(sandbox: pb.PodSandboxConfig, container: pb.ContainerConfig) -> None:
         resp = await call(stub.run_pod_sandbox)(pb.RunPodSandboxRequest(config=sandbox))
@@ -137,9 +139,9 @@ async def start_benchmark(endpoint: str, image: str, rounds: int, log_dir: str) 
 
     results: dict[str, Any] = {}
     async with open_cri_runtime(endpoint) as rt:
-        raw_channel = Channel(path=endpoint.removeprefix("unix://"))
+        raw_channel = await rt.bridge.run_sync(Channel, path=endpoint.removeprefix("unix://"))
         try:
-            raw = via_raw_stubs(pb.RuntimeServiceStub(raw_channel))
+            raw = via_raw_stubs(pb.RuntimeServiceStub(raw_channel), rt.bridge)
             ours = via_runtime(rt)
             await rt.pull_image(pb.ImageSpec(image=image))
             await start_pods(raw, 2, image, log_dir)  # warm both paths up
@@ -157,7 +159,7 @@ async def start_benchmark(endpoint: str, image: str, rounds: int, log_dir: str) 
                     "rounds": {k: [round(x, 4) for x in v] for k, v in times.items()},
                 }
         finally:
-            raw_channel.close()
+            await rt.bridge.run_sync(raw_channel.close)
     return results
 
 

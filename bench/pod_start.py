@@ -30,6 +30,7 @@ from typing import Any
 
 import trio
 import trio_util
+from _common import COMMAND, floor_run, proc_cpu_seconds, proc_rss_mb
 
 from kubelet_trio.config.file import FileSource
 from kubelet_trio.config.podconfig import PodConfig
@@ -43,7 +44,6 @@ from kubelet_trio.kuberuntime.labels import NODE_LABEL
 from kubelet_trio.sim.runtime import SimRuntime
 from kubelet_trio.testing.env import LocalCriEnvironment, missing_prerequisites, remove_all_pods
 
-COMMAND = ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
 RUNNING = pb.ContainerStateValue(state=pb.ContainerState.CONTAINER_RUNNING)
 
 
@@ -117,43 +117,6 @@ async def kubelet_run(runtime: Runtime, image: str, n: int, workdir: Path) -> di
     return result
 
 
-async def floor_run(runtime: Runtime, image: str, n: int, workdir: Path) -> dict[str, float]:
-    """The same pods straight through the Runtime: no kubelet."""
-    await runtime.pull_image(pb.ImageSpec(image=image))
-    sandbox_ids: list[str] = []
-
-    async def start(i: int) -> None:
-        uid = secrets.token_hex(8)
-        sandbox = pb.PodSandboxConfig(
-            metadata=pb.PodSandboxMetadata(name=f"floor-{i}", namespace="bench", uid=uid),
-            log_directory=str(workdir / "floor-logs" / uid),
-        )
-        sandbox_id = await runtime.run_pod_sandbox(sandbox)
-        sandbox_ids.append(sandbox_id)
-        container = pb.ContainerConfig(
-            metadata=pb.ContainerMetadata(name="app"),
-            image=pb.ImageSpec(image=image),
-            command=COMMAND,
-            log_path="app/0.log",
-        )
-        await runtime.start_container(await runtime.create_container(sandbox_id, container, sandbox))
-
-    async def stop(sandbox_id: str) -> None:
-        await runtime.stop_pod_sandbox(sandbox_id)
-        await runtime.remove_pod_sandbox(sandbox_id)
-
-    t0 = time.perf_counter()
-    async with trio.open_nursery() as nursery:
-        for i in range(n):
-            nursery.start_soon(start, i)
-    started = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    async with trio.open_nursery() as nursery:
-        for sandbox_id in sandbox_ids:
-            nursery.start_soon(stop, sandbox_id)
-    return {"all_running_s": round(started, 3), "all_gone_s": round(time.perf_counter() - t1, 3)}
-
-
 async def containerd_benchmarks(endpoint: str, image: str, workdir: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     async with open_cri_runtime(endpoint) as runtime:
@@ -174,18 +137,6 @@ async def sim_benchmarks(workdir: Path) -> dict[str, Any]:
     for n in (100, 1000):
         out[f"n_{n}"] = await kubelet_run(SimRuntime(), "registry.sim/busybox:1.36", n, workdir / f"sim-{n}")
     return out
-
-
-def proc_cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def proc_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def steady_state(env: LocalCriEnvironment, workdir: Path, seconds: float) -> dict[str, Any]:

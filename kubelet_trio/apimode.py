@@ -12,7 +12,7 @@ the mirror-pod manager; it makes ConfigMaps and Secrets come from the API server
 ``object_cache_ttl``) and projected service account tokens from the TokenRequest API
 (:class:`~kubelet_trio.token.TokenManager`); pods' ``runtimeClassName`` is resolved to a CRI runtime
 handler through an informer over RuntimeClasses (:class:`~kubelet_trio.runtimeclass.RuntimeClassManager`);
-and it turns on admission against the Node's allocatable (:mod:`kubelet_trio.admission`).
+and it turns on admission against the Node's allocatable (:mod:`kubelet_trio.lifecycle.predicate`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from typing import Any
 
 import attrs
 
-from kubelet_trio import __version__, defaults
-from kubelet_trio.admission import NodeView, PredicateAdmitHandler
+from kubelet_trio import defaults, version
 from kubelet_trio.api import Pod
 from kubelet_trio.apiobjects import ApiObjectStore, WatchingObjectStore
 from kubelet_trio.client import (
@@ -42,10 +41,10 @@ from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.config.types import API_SOURCE
 from kubelet_trio.events import EventRecorder
 from kubelet_trio.kubelet import Kubelet, KubeletExtension
+from kubelet_trio.lifecycle.predicate import NodeView, PredicateAdmitHandler
 from kubelet_trio.nodelease import NodeLeaseController
 from kubelet_trio.nodestatus import DEFAULT_EVICTION_HARD, MachineInfo, NodeStatusConfig, NodeStatusManager
 from kubelet_trio.pod.mirror import MirrorPodManager
-from kubelet_trio.pod_workers import is_static
 from kubelet_trio.runtimeclass import RuntimeClassManager
 from kubelet_trio.status.sync import StatusPublisher
 from kubelet_trio.token import TokenManager
@@ -60,7 +59,7 @@ __all__ = [
 ]
 
 #: The Kubernetes version whose kubelet behaviour this follows, tagged with ours (``kubeletVersion``).
-KUBELET_VERSION = f"v1.33.0+kubelet-trio.{__version__}"
+KUBELET_VERSION = version.KUBELET_VERSION  # the one declaration: kubelet_trio.version
 
 
 @attrs.frozen
@@ -127,6 +126,7 @@ class ApiMode:
             object_prefetch=self.objects.ensure_pod,
             tokens=self.tokens,
             runtime_classes=self.runtime_classes,
+            node_event_sink=self.recorder.record_node,
         )
 
 
@@ -150,7 +150,7 @@ class _KubeletPods:
         return self.kubelet.sources_ready
 
     def static_pods(self) -> list[Pod]:
-        return [p for p in self.kubelet.pod_manager.pods() if is_static(p)]
+        return [p for p in self.kubelet.pod_manager.pods() if p.is_static]
 
     def is_termination_requested(self, uid: str) -> bool:
         return self.kubelet.pod_workers.is_termination_requested(uid)

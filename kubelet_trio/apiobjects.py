@@ -1,4 +1,4 @@
-"""ConfigMaps and Secrets from the API server: the :class:`~kubelet_trio.kuberuntime.envvars.ObjectStore`
+"""ConfigMaps and Secrets from the API server: the :class:`~kubelet_trio.objects.ObjectStore`
 of an API-mode node (Go: ``pkg/kubelet/{configmap,secret}`` on ``pkg/kubelet/util/manager``), with Go's
 ``configMapAndSecretChangeDetectionStrategy``: ``Watch`` (the default, :class:`WatchingObjectStore`),
 ``Cache`` and ``Get`` (:class:`ApiObjectStore`, with the TTL or none).
@@ -23,7 +23,7 @@ A 404 is cached as "missing", so ``get_*`` returns None and the pod fails with
 ``CreateContainerConfigError`` (env) or ``FailedMount`` (volumes) naming the object, unless the reference
 is ``optional``; the next sync after the TTL asks again. Any other API error keeps the previous entry
 (stale data beats none); an object never fetched is unknown and ``get_*`` raises
-:class:`~kubelet_trio.kuberuntime.envvars.ObjectUnavailable` with the API error (or "not fetched yet"
+:class:`~kubelet_trio.objects.ObjectUnavailable` with the API error (or "not fetched yet"
 when the prefetch ran out of time), which fails the pod's sync even for optional references, as Go does;
 it is retried on the next sync. Entries no pod has asked for in ``EVICT_AFTER_TTLS`` TTLs are dropped.
 """
@@ -43,8 +43,8 @@ from kubelet_trio import defaults
 from kubelet_trio.api import Pod
 from kubelet_trio.client import ApiClient, ApiClientError, NotFound
 from kubelet_trio.client.reflector import ObjectReflector
-from kubelet_trio.kuberuntime.envvars import ConfigMap, ObjectUnavailable, Secret
 from kubelet_trio.logs import kref, kv
+from kubelet_trio.objects import ConfigMap, ObjectUnavailable, Secret
 
 __all__ = [
     "CONFIG_MAPS",
@@ -83,6 +83,17 @@ class ObjectRef:
     @property
     def kind(self) -> str:
         return "configmap" if self.resource == CONFIG_MAPS else "secret"
+
+    @property
+    def name_problem(self) -> str | None:
+        """Why the name cannot be one segment of a URL path (client-go's ``IsValidPathSegmentName``):
+        such a name would address another resource, so it is never requested."""
+        if self.name in (".", ".."):
+            return f"may not be '{self.name}'"
+        for bad in ("/", "%"):
+            if bad in self.name:
+                return f"may not contain '{bad}'"
+        return None
 
     def decode(self, obj: Mapping[str, Any]) -> ConfigMap | Secret:
         return config_map_from_json(obj) if self.resource == CONFIG_MAPS else secret_from_json(obj)
@@ -129,7 +140,9 @@ def referenced_objects(pod: Pod) -> list[ObjectRef]:
     refs: dict[ObjectRef, None] = {}
     for resource, name in _walk_refs(pod):
         if name:
-            refs[ObjectRef(resource, pod.namespace, name)] = None
+            ref = ObjectRef(resource, pod.namespace, name)
+            if ref.name_problem is None:
+                refs[ref] = None
     return list(refs)
 
 
@@ -173,7 +186,7 @@ class _Entry:
 
 @attrs.define(eq=False)
 class ApiObjectStore:
-    """An :class:`~kubelet_trio.kuberuntime.envvars.ObjectStore` backed by the API server (see the
+    """An :class:`~kubelet_trio.objects.ObjectStore` backed by the API server (see the
     module docstring). ``ensure_pod`` fills it; ``get_config_map``/``get_secret`` read it."""
 
     client: ApiClient
@@ -189,7 +202,10 @@ class ApiObjectStore:
         entry = self._entries.get(ref)
         if entry is not None:
             return entry.value
-        reason = self._errors.get(ref, ("not fetched from the API server yet", 0.0))[0]
+        if (problem := ref.name_problem) is not None:
+            reason = f"invalid resource name {ref.name!r}: {problem}"
+        else:
+            reason = self._errors.get(ref, ("not fetched from the API server yet", 0.0))[0]
         raise ObjectUnavailable(f"couldn't get {ref.kind} {ref.namespace}/{ref.name}: {reason}")
 
     def get_config_map(self, namespace: str, name: str) -> ConfigMap | None:

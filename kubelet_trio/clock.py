@@ -49,19 +49,6 @@ class WallClock:
         return dt.datetime.fromtimestamp(self.wall_ns() / 1e9, tz=dt.UTC)
 
 
-def rfc3339(wall_ns: int) -> str:
-    """The API's timestamp format: RFC3339 in UTC, whole seconds (``2024-05-01T10:00:00Z``)."""
-    return dt.datetime.fromtimestamp(wall_ns // 10**9, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def rfc3339_nano(wall_ns: int) -> str:
-    """Go's ``time.RFC3339Nano`` in UTC (trailing zeros of the fraction trimmed), as CRI logs use."""
-    seconds, nanos = divmod(wall_ns, 10**9)
-    stamp = dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    fraction = f"{nanos:09d}".rstrip("0")
-    return f"{stamp}.{fraction}Z" if fraction else f"{stamp}Z"
-
-
 def go_duration(seconds: float) -> str:
     """Go's ``time.Duration.String`` (``3m0s``, ``3m0.5s``, ``1h0m0s``, ``250ms``) for messages."""
     ns = round(seconds * 1e9)

@@ -17,7 +17,7 @@ A running container whose log file is missing gets ``ReopenContainerLog`` too (a
 file). The running containers come from the PLEG's last listing when the kubelet runs the manager (Go's
 TODO: use the pod cache), so a round lists nothing; a container's log path is asked for once
 (ContainerStatus) and kept while it runs; the sizes take one thread hop a round. Errors are logged per
-container and never stop the loop. :mod:`kubelet_trio.logs_reader` reads the rotated files
+container and never stop the loop. :mod:`kubelet_trio.kuberuntime.logs_reader` reads the rotated files
 back, so ``/containerLogs`` (``tailLines``, ``previous``) continues into them.
 """
 
@@ -41,8 +41,8 @@ from kubelet_trio.cri import errors as cri_errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.fsio import RunSync, run_in_thread
+from kubelet_trio.kuberuntime.logs_reader import COMPRESS_SUFFIX, TMP_SUFFIX, filter_unused_logs, rotated_logs
 from kubelet_trio.logs import kv
-from kubelet_trio.logs_reader import COMPRESS_SUFFIX, TMP_SUFFIX, filter_unused_logs, rotated_logs
 
 __all__ = [
     "DEFAULT_MAX_FILES",

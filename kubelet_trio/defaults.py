@@ -20,6 +20,8 @@ __all__ = [
     "AUTHENTICATION_WEBHOOK_CACHE_TTL",
     "AUTHORIZATION_WEBHOOK_CACHE_AUTHORIZED_TTL",
     "AUTHORIZATION_WEBHOOK_CACHE_UNAUTHORIZED_TTL",
+    "CERT_DIR",
+    "CGROUP_DRIVER",
     "CHANGE_DETECTION_STRATEGIES",
     "CONFIG_MAP_AND_SECRET_CHANGE_DETECTION_STRATEGY",
     "CONTAINER_LOG_MAX_FILES",
@@ -28,21 +30,33 @@ __all__ = [
     "CONTAINER_LOG_MONITOR_INTERVAL",
     "CONTAINER_RUNTIME_ENDPOINT",
     "EVICTION_HARD",
+    "EVICTION_MAX_POD_GRACE_PERIOD",
+    "EVICTION_PRESSURE_TRANSITION_PERIOD",
     "FILE_CHECK_FREQUENCY",
     "HEALTHZ_BIND_ADDRESS",
     "HEALTHZ_PORT",
     "HTTP_CHECK_FREQUENCY",
+    "IMAGE_GC_HIGH_THRESHOLD_PERCENT",
+    "IMAGE_GC_LOW_THRESHOLD_PERCENT",
+    "IMAGE_MINIMUM_GC_AGE",
     "KUBE_API_BURST",
     "KUBE_API_QPS",
+    "LOG_FLUSH_FREQUENCY",
+    "MAXIMUM_DEAD_CONTAINERS",
+    "MAXIMUM_DEAD_CONTAINERS_PER_CONTAINER",
     "MAX_PODS",
+    "MINIMUM_CONTAINER_TTL_DURATION",
     "NODE_LEASE_DURATION_SECONDS",
     "NODE_STATUS_REPORT_FREQUENCY",
     "NODE_STATUS_UPDATE_FREQUENCY",
     "POD_LOGS_DIR",
     "PORT",
     "READ_ONLY_PORT",
+    "RESOLV_CONF",
     "ROOT_DIR",
     "RUNTIME_REQUEST_TIMEOUT",
+    "SHUTDOWN_GRACE_PERIOD",
+    "SHUTDOWN_GRACE_PERIOD_CRITICAL_PODS",
     "STREAMING_CONNECTION_IDLE_TIMEOUT",
     "SYNC_FREQUENCY",
 ]
@@ -54,6 +68,7 @@ HTTP_CHECK_FREQUENCY = 20.0  # httpCheckFrequency 20s
 
 # -- node -----------------------------------------------------------------------------------------------
 ROOT_DIR = "/var/lib/kubelet"  # --root-dir
+CERT_DIR = "/var/lib/kubelet/pki"  # --cert-dir (Go: <default root dir>/pki, not below --root-dir)
 POD_LOGS_DIR = "/var/log/pods"  # podLogsDir
 MAX_PODS = 110  # maxPods
 CONTAINER_LOG_MAX_SIZE = "10Mi"  # containerLogMaxSize
@@ -61,9 +76,22 @@ CONTAINER_LOG_MAX_SIZE_BYTES = 10 * 1024 * 1024
 CONTAINER_LOG_MAX_FILES = 5  # containerLogMaxFiles
 CONTAINER_LOG_MONITOR_INTERVAL = 10.0  # containerLogMonitorInterval 10s
 
+# -- garbage collection and node shutdown -----------------------------------------------------------------
+IMAGE_GC_HIGH_THRESHOLD_PERCENT = 85  # imageGCHighThresholdPercent
+IMAGE_GC_LOW_THRESHOLD_PERCENT = 80  # imageGCLowThresholdPercent
+IMAGE_MINIMUM_GC_AGE = 120.0  # imageMinimumGCAge 2m
+MINIMUM_CONTAINER_TTL_DURATION = 0.0  # --minimum-container-ttl-duration (deprecated flag, no config key)
+MAXIMUM_DEAD_CONTAINERS_PER_CONTAINER = 1  # --maximum-dead-containers-per-container (deprecated flag)
+MAXIMUM_DEAD_CONTAINERS = -1  # --maximum-dead-containers (deprecated flag; negative: no limit)
+SHUTDOWN_GRACE_PERIOD = 0.0  # shutdownGracePeriod (0: graceful node shutdown off)
+SHUTDOWN_GRACE_PERIOD_CRITICAL_PODS = 0.0  # shutdownGracePeriodCriticalPods
+
 # -- container runtime ----------------------------------------------------------------------------------
 CONTAINER_RUNTIME_ENDPOINT = "unix:///run/containerd/containerd.sock"  # containerRuntimeEndpoint
 RUNTIME_REQUEST_TIMEOUT = 120.0  # runtimeRequestTimeout 2m
+CGROUP_DRIVER = "cgroupfs"  # cgroupDriver
+RESOLV_CONF = "/etc/resolv.conf"  # resolvConf
+LOG_FLUSH_FREQUENCY = 5.0  # logging.flushFrequency 5s
 
 # -- API server mode ------------------------------------------------------------------------------------
 KUBE_API_QPS = 50.0  # kubeAPIQPS (1.27+; 5 before)
@@ -73,9 +101,17 @@ NODE_STATUS_REPORT_FREQUENCY = 300.0  # nodeStatusReportFrequency 5m
 NODE_LEASE_DURATION_SECONDS = 40  # nodeLeaseDurationSeconds
 CHANGE_DETECTION_STRATEGIES = ("Watch", "Cache", "Get")
 CONFIG_MAP_AND_SECRET_CHANGE_DETECTION_STRATEGY = "Watch"  # configMapAndSecretChangeDetectionStrategy
-#: evictionHard (``defaults_linux.go``). Go also sets nodefs.inodesFree 5%, imagefs.available 15% and
-#: imagefs.inodesFree 5%; this kubelet subtracts only these two from allocatable (no eviction manager).
-EVICTION_HARD: Mapping[str, str] = {"memory.available": "100Mi", "nodefs.available": "10%"}
+#: evictionHard (``defaults_linux.go``); only memory.available and nodefs.available are subtracted from
+#: allocatable, as in Go.
+EVICTION_HARD: Mapping[str, str] = {
+    "memory.available": "100Mi",
+    "nodefs.available": "10%",
+    "nodefs.inodesFree": "5%",
+    "imagefs.available": "15%",
+    "imagefs.inodesFree": "5%",
+}
+EVICTION_PRESSURE_TRANSITION_PERIOD = 300.0  # evictionPressureTransitionPeriod 5m
+EVICTION_MAX_POD_GRACE_PERIOD = 0  # evictionMaxPodGracePeriod
 
 # -- HTTP servers ---------------------------------------------------------------------------------------
 HEALTHZ_PORT = 10248  # healthzPort

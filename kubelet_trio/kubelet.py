@@ -13,7 +13,7 @@ import contextlib
 import enum
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -21,10 +21,13 @@ import trio
 import trio_util
 
 from kubelet_trio import defaults
-from kubelet_trio.admission import admit_standalone
 from kubelet_trio.api import Pod
+from kubelet_trio.api.pod import TERMINAL_PHASES
+from kubelet_trio.api.status import PodCondition as ApiPodCondition
 from kubelet_trio.api.status import PodStatus as ApiPodStatus
+from kubelet_trio.api.timefmt import rfc3339
 from kubelet_trio.clock import WallClock
+from kubelet_trio.cm.allocatable import NodeAllocatable, read_node_allocatable
 from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.config.types import PodOperation, PodUpdate
 from kubelet_trio.container.cache import PodCache
@@ -37,26 +40,40 @@ from kubelet_trio.container_log_manager import (
     LogRotatePolicy,
 )
 from kubelet_trio.cri.runtime import Runtime
+from kubelet_trio.eviction import (
+    EvictionConfig,
+    EvictionManager,
+    HostSignals,
+    ImageGC,
+    SignalSource,
+    StatsPodUsage,
+    parse_thresholds,
+)
 from kubelet_trio.fsio import RunSync, run_in_thread
-from kubelet_trio.kuberuntime.actions import ProbeKind, ProbeResult
-from kubelet_trio.kuberuntime.envvars import NO_OBJECTS, ObjectStore
+from kubelet_trio.images import ImageFsStatsProvider, ImageGCManager, ImageGCPolicy, StatvfsImageFs
+from kubelet_trio.images.gc import NodeEventSink
+from kubelet_trio.kuberuntime.gc import GCPolicy
 from kubelet_trio.kuberuntime.manager import (
     KubeRuntimeManager,
     RuntimeHandlerResolver,
     running_pod_from_status,
 )
 from kubelet_trio.kuberuntime.mounts import RunOptionsGenerator
-from kubelet_trio.kuberuntime.resources import NodeAllocatable, read_node_allocatable
 from kubelet_trio.lifecycle import HandlerRunner
+from kubelet_trio.lifecycle.predicate import admit_standalone
 from kubelet_trio.logs import kobj, kv
 from kubelet_trio.metrics import KubeletMetrics
 from kubelet_trio.network.dns import DnsConfigurer
+from kubelet_trio.nodeshutdown import NodeShutdownManager, ShutdownSocket, socket_path
 from kubelet_trio.nodestatus.addresses import NodeAddressError, choose_node_ip, read_host_network
+from kubelet_trio.objects import NO_OBJECTS, ObjectStore
 from kubelet_trio.pleg.events import PodLifecycleEvent, PodLifecycleEventType
 from kubelet_trio.pleg.generic import GenericPLEG
-from kubelet_trio.pod_workers import PodWorkers, SyncError, UpdatePodOptions, UpdateType, is_terminal_phase
+from kubelet_trio.pod.manager import PodManager
+from kubelet_trio.pod_workers import PodWorkers, SyncError, UpdatePodOptions, UpdateType
 from kubelet_trio.prober import ProbeManager, ProbeUpdate
-from kubelet_trio.server.serve import serve_kubelet_http
+from kubelet_trio.prober.results import ProbeKind, ProbeResult
+from kubelet_trio.stats import CriStatsProvider, HostSampler, read_host_sample
 from kubelet_trio.status.generate import (
     DEADLINE_EXCEEDED_REASON,
     active_deadline_exceeded,
@@ -99,6 +116,9 @@ class KubeletConfig:
     pleg_relist_period: float = 1.0
     pleg_relist_threshold: float = 180.0
     jitter: float = 0.5
+    # Go spreads the first probes of workers started with the kubelet over one period; a harness that
+    # checks exact probe times turns it off.
+    probe_start_jitter: bool = True
     healthz_port: int = 0  # 0 = off (the CLI's default is 10248)
     healthz_bind_address: str = defaults.HEALTHZ_BIND_ADDRESS
     read_only_port: int = 0  # 0 = off, as in the Go kubelet
@@ -129,6 +149,23 @@ class KubeletConfig:
     container_log_monitor_interval: float = DEFAULT_MONITOR_INTERVAL
     # allowedUnsafeSysctls: sysctls (or prefixes ending in *) pods may set beyond the safe ones
     allowed_unsafe_sysctls: tuple[str, ...] = ()
+    # node-pressure eviction (kubelet_trio.eviction): thresholds signal -> quantity or percentage
+    eviction_hard: Mapping[str, str] = attrs.Factory(lambda: dict(defaults.EVICTION_HARD))
+    eviction_soft: Mapping[str, str] = attrs.Factory(dict)
+    eviction_soft_grace_period: Mapping[str, float] = attrs.Factory(dict)  # seconds
+    eviction_minimum_reclaim: Mapping[str, str] = attrs.Factory(dict)
+    eviction_pressure_transition_period: float = defaults.EVICTION_PRESSURE_TRANSITION_PERIOD
+    eviction_max_pod_grace_period: int = defaults.EVICTION_MAX_POD_GRACE_PERIOD
+    # image GC (kubelet_trio.images), container GC policy (kuberuntime.gc), graceful node shutdown
+    image_gc_high_threshold_percent: int = defaults.IMAGE_GC_HIGH_THRESHOLD_PERCENT
+    image_gc_low_threshold_percent: int = defaults.IMAGE_GC_LOW_THRESHOLD_PERCENT
+    image_minimum_gc_age: float = defaults.IMAGE_MINIMUM_GC_AGE
+    minimum_container_ttl_duration: float = defaults.MINIMUM_CONTAINER_TTL_DURATION
+    maximum_dead_containers_per_container: int = defaults.MAXIMUM_DEAD_CONTAINERS_PER_CONTAINER
+    maximum_dead_containers: int = defaults.MAXIMUM_DEAD_CONTAINERS
+    shutdown_grace_period: float = defaults.SHUTDOWN_GRACE_PERIOD  # seconds; 0: off
+    shutdown_grace_period_critical_pods: float = defaults.SHUTDOWN_GRACE_PERIOD_CRITICAL_PODS
+    pod_infra_container_image: str = ""  # never garbage collected (besides the runtime's sandbox image)
 
 
 class EventKind(enum.Enum):
@@ -155,30 +192,10 @@ def default_node_ips() -> tuple[str, ...]:
         return ("127.0.0.1",)
 
 
-@attrs.define(eq=False)
-class PodManager:
-    """The desired pods, by UID (Go: pkg/kubelet/pod.Manager)."""
-
-    _pods: dict[str, Pod] = attrs.Factory(dict)
-
-    def add_or_update(self, pod: Pod) -> None:
-        self._pods[pod.uid] = pod
-
-    def remove(self, pod: Pod) -> None:
-        self._pods.pop(pod.uid, None)
-
-    def get(self, uid: str) -> Pod | None:
-        return self._pods.get(uid)
-
-    def pods(self) -> list[Pod]:
-        return list(self._pods.values())
-
-    def by_uid(self) -> dict[str, Pod]:
-        return dict(self._pods)
-
-
 EventSink = Callable[[Pod, str, str, str], None]  # (pod, type, reason, message)
 AdmitFunc = Callable[[Pod, list[Pod]], Any]
+# (kubelet, task_status=) -> serves until cancelled; started() with {"healthz"|"readonly"|"api": URL}
+ServeHttp = Callable[..., Awaitable[None]]
 
 
 @attrs.frozen(kw_only=True)
@@ -199,6 +216,7 @@ class KubeletExtension:
     object_prefetch: Callable[[Pod], Awaitable[None]] | None = None
     tokens: TokenSource | None = None
     runtime_classes: RuntimeHandlerResolver | None = None
+    node_event_sink: NodeEventSink | None = None  # events about the Node (image GC, node shutdown)
 
 
 @attrs.define(eq=False)
@@ -218,7 +236,7 @@ class Kubelet:
     _extension: Callable[[Kubelet], KubeletExtension] | None = None
     _components: tuple[PodSource, ...] = attrs.field(init=False, default=())
     _event_sink: EventSink | None = None
-    # Admission (kubelet_trio.admission): None admits everything; else (pod, other active pods) -> a
+    # Admission (kubelet_trio.lifecycle.predicate): None admits everything; else (pod, other active pods) -> a
     # rejection with .reason and .message, or None. Rejected pods are Failed for good, never started.
     # Standalone default: refuse runtimeClassName (no API to resolve it); API mode installs the predicates.
     _admit: AdmitFunc | None = attrs.field(init=False, default=admit_standalone)
@@ -240,6 +258,20 @@ class Kubelet:
     # objects the pod references (API mode: ApiObjectStore.ensure_pod).
     _object_prefetch: Callable[[Pod], Awaitable[None]] | None = attrs.field(init=False, default=None)
     _allocatable: NodeAllocatable | None = None  # None: the machine's CPUs and memory
+    # The HTTP servers (kubelet_trio.server.serve.serve_kubelet_http), started once the node runs; given
+    # by the composition root so that this package does not depend on the server package.
+    _serve_http: ServeHttp | None = None
+    host_stats: HostSampler = read_host_sample  # the node's own counters (simulated nodes: fixed ones)
+    # resource usage from the runtime: /stats/summary, /metrics/resource and eviction ranking
+    stats_provider: CriStatsProvider = attrs.field(init=False)
+    # eviction signals (None: this machine's /proc, cgroups and filesystems); image GC for reclaim
+    _eviction_signals: SignalSource | None = None
+    _image_gc: ImageGC | None = None
+    _image_fs: ImageFsStatsProvider | None = None  # None: statvfs of the runtime's image filesystem
+    image_gc_manager: ImageGCManager = attrs.field(init=False)
+    shutdown_manager: NodeShutdownManager = attrs.field(init=False)
+    _node_event_sink: NodeEventSink | None = attrs.field(init=False, default=None)
+    eviction_manager: EvictionManager = attrs.field(init=False)
     probe_manager: ProbeManager = attrs.field(init=False)
     _sysctls: SysctlAllowlist = attrs.field(init=False)
     volume_manager: VolumeManager = attrs.field(init=False)
@@ -269,7 +301,17 @@ class Kubelet:
             self._api_client = extension.api_client
         self._object_store = extension.object_store
         self._object_prefetch = extension.object_prefetch
+        self._node_event_sink = extension.node_event_sink
         self._build_pod_support(extension.tokens)
+        self.stats_provider = CriStatsProvider(
+            self.runtime,
+            self.config.node_name,
+            self.config.root_dir,
+            self.config.pod_logs_dir,
+            clock=self.clock,
+            run_sync=self.run_sync,
+            host=self.host_stats,
+        )
         self.kube_runtime = KubeRuntimeManager(
             self.runtime,
             node_name=self.config.node_name,
@@ -304,6 +346,7 @@ class Kubelet:
             relist_period=self.config.pleg_relist_period,
             relist_threshold=self.config.pleg_relist_threshold,
             on_relist=self.metrics.observe_relist,
+            change_token=getattr(self.runtime, "change_token", None),  # a runtime that can tell
         )
         self.pod_workers = PodWorkers(
             self,
@@ -311,6 +354,47 @@ class Kubelet:
             resync_interval=self.config.sync_frequency,
             jitter=self.config.jitter,
             on_sync_duration=self.metrics.observe_pod_worker,
+            inspect=self._refresh_cache,
+        )
+        self.image_gc_manager = ImageGCManager(
+            self.runtime,
+            self._image_fs or StatvfsImageFs(self.runtime, self.run_sync),
+            ImageGCPolicy(
+                self.config.image_gc_high_threshold_percent,
+                self.config.image_gc_low_threshold_percent,
+                self.config.image_minimum_gc_age,
+            ),
+            events=self.record_node_event,
+            keep=(self.config.pod_infra_container_image,) if self.config.pod_infra_container_image else (),
+        )
+        self.shutdown_manager = NodeShutdownManager.from_settings(
+            self.config.shutdown_grace_period,
+            self.config.shutdown_grace_period_critical_pods,
+            active_pods=self.active_pods,
+            terminator=self,
+            events=self.record_node_event,
+        )
+        self.eviction_manager = EvictionManager(
+            config=EvictionConfig(
+                thresholds=parse_thresholds(
+                    self.config.eviction_hard,
+                    self.config.eviction_soft,
+                    self.config.eviction_soft_grace_period,
+                    self.config.eviction_minimum_reclaim,
+                ),
+                pressure_transition_period=self.config.eviction_pressure_transition_period,
+                max_pod_grace_period=self.config.eviction_max_pod_grace_period,
+            ),
+            signals=self._eviction_signals
+            or HostSignals(self.config.root_dir, runtime=self.runtime, run_sync=self.run_sync),
+            usage=StatsPodUsage(self.stats_provider),
+            killer=self,
+            active_pods=self.active_pods,
+            wait_cleaned_up=self.pod_workers.wait_finished,
+            pod_events=self.record_event,
+            node_events=self.record_node_event,
+            container_gc=self,
+            image_gc=self._image_gc or self.image_gc_manager,
         )
         self._container_log_manager = ContainerLogManager(
             runtime=self.runtime,
@@ -331,6 +415,8 @@ class Kubelet:
             cache=self.cache,
             clock=self.clock,
             events=self.record_event,
+            metrics=self.metrics,
+            initial_jitter=self.config.probe_start_jitter,
         )
         self.volume_manager = VolumeManager(
             root_dir=self.config.root_dir,
@@ -375,6 +461,12 @@ class Kubelet:
             await nursery.start(self.pleg.run)
             await nursery.start(self.pod_workers.run)
             await nursery.start(self.probe_manager.run)
+            await nursery.start(self.eviction_manager.run)
+            await nursery.start(self.image_gc_manager.run)
+            if self.shutdown_manager.enabled:
+                await nursery.start(self.shutdown_manager.run)
+                trigger = ShutdownSocket(socket_path(self.config.root_dir), self.shutdown_manager)
+                await nursery.start(trigger.run)
             for component in self._components:
                 await nursery.start(component.run)
             await nursery.start(self._pod_config.run)
@@ -391,7 +483,8 @@ class Kubelet:
                     )
             nursery.start_soon(self._sync_loop, receive)
             await nursery.start(self.metrics.watch_pod_starts, self.status_manager, self.clock.now)
-            self.http_urls = await nursery.start(serve_kubelet_http, self)
+            if self._serve_http is not None:
+                self.http_urls = await nursery.start(self._serve_http, self)
             self.ready.value = True
             logger.info("kubelet started", extra=kv(node=self.config.node_name))
             task_status.started(self)
@@ -444,10 +537,66 @@ class Kubelet:
                 logger.info("container runtime is healthy")
         self.runtime_error = error
 
+    def record_node_event(self, type_: str, reason: str, message: str) -> None:
+        """Events about the Node (FreeDiskSpaceFailed, NodeShutdown, ...): to the API server in API mode."""
+        logger.info("node event", extra=kv(type=type_, reason=reason, message=message))
+        if self._node_event_sink is not None:
+            self._node_event_sink(type_, reason, message)
+
     def record_event(self, pod: Pod, type_: str, reason: str, message: str) -> None:
         """Pod events (Pulled, Started, Killing, ...): to ``event_sink`` when one is set; never blocks."""
         if self._event_sink is not None:
             self._event_sink(pod, type_, reason, message)
+
+    def node_pressure(self) -> frozenset[str]:
+        """The pressure conditions the eviction manager reports (MemoryPressure, DiskPressure, ...)."""
+        conditions: frozenset[str] = self.eviction_manager.conditions.value
+        return conditions
+
+    def active_pods(self) -> list[Pod]:
+        """Go ``GetActivePods``: admitted pods whose termination was not requested and that are not done."""
+        return [
+            p
+            for p in self.pod_manager.pods()
+            if p.uid not in self.rejected
+            and not p.is_terminal
+            and self.pod_workers.is_known(p.uid)
+            and not self.pod_workers.is_termination_requested(p.uid)
+        ]
+
+    async def terminate_pod_abnormally(
+        self, pod: Pod, *, grace_period: int, reason: str, message: str
+    ) -> None:
+        """Go ``TerminatePodAbnormallyAndWait``: the pod is Failed with ``reason`` and ``message`` (phases
+        are monotonic, so it stays so) and killed through its worker with ``grace_period``; returns once it
+        is killed. Raises TimeoutError when that takes longer than the grace period and a margin."""
+        status = self.generate_status(pod, self.cache.get(pod.uid))
+        condition = ApiPodCondition(
+            type="DisruptionTarget",
+            status="True",
+            reason="TerminationByKubelet",
+            message=message,
+            last_transition_time=rfc3339(self.clock.now()),
+        )
+        others = tuple(c for c in status.conditions or () if c.type != "DisruptionTarget")
+        conditions = (*others, condition)
+        failed = attrs.evolve(status, phase="Failed", reason=reason, message=message, conditions=conditions)
+        self.status_manager.set_pod_status(pod, failed)
+        killed = trio.Event()
+        self.pod_workers.update_pod(
+            UpdatePodOptions(UpdateType.KILL, pod=pod, grace_period_override=grace_period, killed=killed)
+        )
+        with trio.move_on_after(grace_period * 1.5 + KILL_DEADLINE_MARGIN):
+            await killed.wait()
+        if not killed.is_set():
+            raise TimeoutError(f"pod {pod.full_name} was not killed within its grace period {grace_period}s")
+
+    async def delete_all_unused_containers(self) -> None:
+        """Go ``DeleteAllUnusedContainers`` (eviction's node-level reclaim): the container GC under the
+        node's policy, also evicting the dead containers of pods that are not deleted."""
+        await self.kube_runtime.garbage_collect(
+            self._gc_policy(), self, all_sources_ready=self.sources_ready, evict_non_deleted_pods=True
+        )
 
     def health_errors(self) -> list[str]:
         """What makes this node unhealthy: the runtime and the PLEG."""
@@ -455,6 +604,8 @@ class Kubelet:
         healthy, message = self.pleg.healthy()
         if not healthy:
             errors.append(f"PLEG is not healthy: {message}")
+        if (shutting_down := self.shutdown_manager.shutdown_status()) is not None:
+            errors.append(shutting_down)
         return errors
 
     # -- the sync loop -------------------------------------------------------------------------------
@@ -523,9 +674,12 @@ class Kubelet:
         """Go ``canAdmitPod`` + ``rejectPod``: against the active pods, in creation order."""
         if pod.uid in self.rejected:
             return True
-        if is_terminal_phase(pod) or self.pod_workers.is_known(pod.uid):
+        if pod.is_terminal or self.pod_workers.is_known(pod.uid):
             return False
-        rejection = self._sysctls.admit(pod)  # Go asks the sysctl allowlist before the predicates
+        # Go's admit handlers in order: eviction, sysctls, then the predicates
+        rejection = (
+            self.eviction_manager.admit(pod) or self._sysctls.admit(pod) or self.shutdown_manager.admit(pod)
+        )
         if rejection is None and self._admit is not None:
             active = [
                 p
@@ -600,9 +754,10 @@ class Kubelet:
         self.pod_workers.update_pod(UpdatePodOptions(UpdateType.SYNC, pod=pod))
 
     async def _remove_dead_containers(self, uid: str) -> None:
-        """Keep only the newest dead instance of each container (maxPerPodContainer = 1)."""
+        """Keep the newest max(maxPerPodContainer, 1) dead instances of each container (Go's deletor)."""
+        keep = self.config.maximum_dead_containers_per_container
         try:
-            await self.kube_runtime.remove_dead_containers(self.cache.get(uid), keep_per_container=1)
+            await self.kube_runtime.remove_dead_containers(self.cache.get(uid), keep_per_container=keep)
         except Exception as exc:
             logger.warning("removing dead containers failed", extra=kv(uid=uid, error=exc))
 
@@ -621,24 +776,41 @@ class Kubelet:
                 self.pod_workers.wake_due(uid)
 
     async def _container_gc_loop(self) -> None:
-        """Container GC (Go: every minute): remove stopped pods, their containers and log directories.
-
-        Only pods no longer desired and not held by a worker are collected, and only once every source has
-        spoken, so a slow source never gets its pods collected.
-        """
+        """Container GC (Go: every minute) under the policy (kubelet_trio.kuberuntime.gc); pods no longer
+        desired lose their containers, sandboxes and log directories only once every source has spoken,
+        so a slow source never gets its pods collected."""
+        policy = self._gc_policy()
         async with contextlib.aclosing(trio_util.periodic(self.config.container_gc_period)) as ticks:
             async for _ in ticks:
-                if not self.sources_ready:
-                    continue
-                keep = set(self.pod_manager.by_uid()) | {
-                    uid
-                    for uid in self.pod_workers.known_uids()
-                    if self.pod_workers.could_have_running_containers(uid)
-                }
                 try:
-                    await self.kube_runtime.collect_orphans(keep)
+                    await self.kube_runtime.garbage_collect(
+                        policy, self, all_sources_ready=self.sources_ready
+                    )
                 except Exception as exc:
                     logger.warning("container garbage collection failed", extra=kv(error=exc))
+
+    def _gc_policy(self) -> GCPolicy:
+        return GCPolicy(
+            self.config.minimum_container_ttl_duration,
+            self.config.maximum_dead_containers_per_container,
+            self.config.maximum_dead_containers,
+        )
+
+    def should_pod_content_be_removed(self, uid: str) -> bool:
+        """Container GC: a pod no longer desired whose worker cannot have running containers."""
+        return uid not in self.pod_manager.by_uid() and not self.pod_workers.could_have_running_containers(
+            uid
+        )
+
+    def should_pod_runtime_be_removed(self, uid: str) -> bool:
+        """Container GC for eviction's reclaim: a terminated pod, or one whose content should go."""
+        return self.pod_workers.is_terminated(uid) or self.should_pod_content_be_removed(uid)
+
+    def _still_running(self, uid: str) -> bool:
+        """The pod cache, which a worker refreshes right after killing a pod, still shows it running (the
+        PLEG's listing may predate the kill by a relist)."""
+        cached = self.cache.get(uid)
+        return bool(cached.running_containers) or any(s.ready for s in cached.sandbox_statuses)
 
     async def handle_pod_cleanups(self) -> None:
         """Housekeeping (Go HandlePodCleanups): kill orphans, restart forgotten pods, collect garbage."""
@@ -649,9 +821,10 @@ class Kubelet:
             p
             for p in self.pleg.pods()
             if any(c.state is ContainerState.RUNNING for c in (*p.containers, *p.sandboxes))
+            and self._still_running(p.uid)
         ]
         for uid, pod in desired.items():
-            if uid in known or uid in self.rejected or is_terminal_phase(pod):
+            if uid in known or uid in self.rejected or pod.is_terminal:
                 continue
             if pod.metadata and pod.metadata.deletion_timestamp:
                 continue
@@ -696,7 +869,7 @@ class Kubelet:
             # Go's active deadline handler records it when it fails the pod
             self.record_event(pod, "Normal", DEADLINE_EXCEEDED_REASON, api_status.message or "")
         self.status_manager.set_pod_status(pod, api_status)
-        if api_status.phase in ("Succeeded", "Failed"):
+        if api_status.phase in TERMINAL_PHASES:
             return True
         if self._object_prefetch is not None:  # Go: register secrets and configmaps
             with trio.move_on_after(OBJECT_PREFETCH_TIMEOUT) as scope:
@@ -720,6 +893,10 @@ class Kubelet:
             # Go (#24576): a host-network pod's IPs are the node's (its env and /etc/hosts use them).
             status = attrs.evolve(status, ips=tuple(ip.ip or "" for ip in api_status.pod_ips or ()))
         result = await self.kube_runtime.sync_pod(pod, status)
+        if result.steps:  # the runtime changed: report it now rather than after the next relist
+            fresh = await self._refresh_cache(pod)
+            if fresh is not None:
+                self.status_manager.set_pod_status(pod, self.generate_status(pod, fresh))
         if not result.ok:
             summary = "; ".join(
                 f"{s.action} {s.target}: {s.error} {s.message}".strip() for s in result.failed
@@ -739,12 +916,30 @@ class Kubelet:
             raise SyncError(f"killing the pod did not finish within {grace_period}s + margin")
         if not result.ok:
             raise SyncError("; ".join(f"{s.action} {s.target}: {s.error}" for s in result.failed))
-        fresh = await self.kube_runtime.get_pod_status(pod.uid, pod.name, pod.namespace)
+        inspected_at = trio.current_time()
+        fresh = await self._refresh_cache(pod)
+        if fresh is None:
+            raise SyncError("cannot inspect the pod after killing it")
+        # The terminated cleanup follows at once and may read this inspection: no relist to wait for.
+        self.pod_workers.refreshed(pod.uid, inspected_at)
         if fresh.running_containers:
             raise SyncError("detected running containers after a successful kill")
         self.probe_manager.remove_pod(pod)
         final = self.generate_status(pod, fresh, terminal=True)
         self.status_manager.set_pod_status(pod, final)
+
+    async def _refresh_cache(self, pod: Pod) -> PodStatus | None:
+        """Inspect the pod right after this kubelet acted on it and write the pod cache (the relist
+        stays the source of truth: it corrects the entry and sends the lifecycle events). None when
+        the runtime cannot be asked."""
+        timestamp = trio.current_time()
+        try:
+            fresh = await self.kube_runtime.get_pod_status(pod.uid, pod.name, pod.namespace)
+        except Exception as err:
+            logger.warning("inspecting the pod after a sync failed", extra=kv(pod=kobj(pod), err=err))
+            return None
+        self.cache.set(pod.uid, fresh, None, timestamp)
+        return fresh
 
     async def sync_terminating_runtime_pod(self, running_pod: RuntimePod) -> None:
         result = await self.kube_runtime.kill_pod(None, running_pod, ORPHAN_GRACE_PERIOD)

@@ -16,7 +16,9 @@ after construction nothing reaches into the Kubelet to rewire it. :func:`open_ku
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+import functools
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
 
 import attrs
 import trio
@@ -24,13 +26,18 @@ import trio
 from kubelet_trio.apimode import ApiMode, ApiModeOptions, api_pod_source, build_api_mode
 from kubelet_trio.client import ApiClient
 from kubelet_trio.clock import WallClock
+from kubelet_trio.cm.allocatable import NodeAllocatable
 from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.cri.instrumented import InstrumentedRuntime
 from kubelet_trio.cri.runtime import Runtime
+from kubelet_trio.eviction import ImageGC, SignalSource, SimulatedSignals
 from kubelet_trio.fsio import RunSync, run_in_thread
+from kubelet_trio.images import ImageFsStatsProvider
 from kubelet_trio.kubelet import EventSink, Kubelet, KubeletConfig, KubeletExtension, PodSource
-from kubelet_trio.kuberuntime.resources import NodeAllocatable
 from kubelet_trio.metrics import KubeletMetrics
+from kubelet_trio.server.serve import serve_kubelet_http
+from kubelet_trio.sim.runtime import SimRuntime
+from kubelet_trio.stats import HostSampler, read_host_sample
 
 __all__ = ["KubeletDeps", "KubeletNode", "build_kubelet", "open_kubelet"]
 
@@ -52,11 +59,18 @@ class KubeletDeps:
     metrics: KubeletMetrics = attrs.Factory(KubeletMetrics)
     instrument_runtime: bool = False  # time every CRI call into ``metrics`` (the daemon does)
     allocatable: NodeAllocatable | None = None  # None: the machine's CPUs and memory
+    host_stats: HostSampler = read_host_sample  # the node's CPU/memory/fs counters (tests: fixed ones)
+    configz: Mapping[str, Any] | None = None  # /configz (kubelet_trio.configz.configz_body(options))
     event_sink: EventSink | None = None  # standalone: where pod events go (API mode: the API server)
     api_client: ApiClient | None = None  # API mode when set
     api_options: ApiModeOptions = attrs.Factory(ApiModeOptions)
     # Standalone only: a client for the Kubelet API's webhooks without the rest of API mode (tests)
     webhook_client: ApiClient | None = None
+    # eviction signals (None: simulated ones without pressure on a SimRuntime, whose containers use no
+    # real resources; else this machine's); an image GC the eviction manager reclaims disk with
+    eviction_signals: SignalSource | None = None
+    image_gc: ImageGC | None = None
+    image_fs: ImageFsStatsProvider | None = None  # image GC's disk figures; None: statvfs (real runtimes)
 
 
 @attrs.frozen
@@ -70,12 +84,15 @@ class KubeletNode:
 def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
     """Build a node, not yet running (:func:`open_kubelet` runs it)."""
     runtime = deps.runtime
+    deps.metrics.set_node_name(config.node_name)
     if deps.instrument_runtime:
         runtime = InstrumentedRuntime(runtime, deps.metrics.observe_runtime_operation)
     sources = list(deps.sources)
     built: list[ApiMode] = []
     client = deps.api_client
     if client is not None:
+        if client.metrics is None:
+            client.metrics = deps.metrics  # rest_client_* on this node's /metrics
         api_source = api_pod_source(client, deps.pod_config, config.node_name)
         sources.append(api_source)
 
@@ -96,6 +113,12 @@ def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
         run_sync=deps.run_sync,
         metrics=deps.metrics,
         allocatable=deps.allocatable,
+        eviction_signals=deps.eviction_signals
+        or (SimulatedSignals() if isinstance(deps.runtime, SimRuntime) else None),
+        image_gc=deps.image_gc,
+        image_fs=deps.image_fs,
+        serve_http=functools.partial(serve_kubelet_http, configz=deps.configz),
+        host_stats=deps.host_stats,
     )
     return KubeletNode(kubelet, built[0] if built else None)
 

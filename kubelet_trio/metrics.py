@@ -14,29 +14,46 @@ Durations are measured on Trio's clock, so they are exact under ``MockClock``.
 - ``kubelet_pleg_relist_duration_seconds`` / ``kubelet_pleg_relist_interval_seconds``.
 - ``kubelet_runtime_operations_total`` / ``_duration_seconds`` / ``_errors_total{operation_type}``:
   fed by :class:`~kubelet_trio.cri.instrumented.InstrumentedRuntime`.
+- ``kubelet_node_name{node}`` (always 1: dashboards count kubelets with ``sum(kubelet_node_name)``),
+  ``process_*`` (prometheus-client's process collector on this registry: several nodes in one process
+  each report the same process) and client-go's ``rest_client_requests_total{code,method,host}`` /
+  ``rest_client_request_duration_seconds{verb,host}``, fed by the API client
+  (:class:`~kubelet_trio.client.metrics.RequestMetrics`).
+- ``/metrics/probes`` is a registry of its own, as in Go: ``prober_probe_total{probe_type,result,
+  container,pod,namespace,pod_uid}``, ``prober_probe_duration_seconds`` and
+  ``process_start_time_seconds``, fed by the probe workers
+  (:class:`~kubelet_trio.prober.metrics.ProbeMetrics`).
+
+Exposition leaves out prometheus-client's ``*_created`` series, which the Go kubelet (client_golang's
+0.0.4 text format) never sends. They are dropped per registry at render time rather than with
+``prometheus_client.disable_created_metrics()``, which would change every registry of an embedding
+process.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import attrs
 import trio
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.metrics_core import Metric
 
 from kubelet_trio.config.types import CONFIG_FIRST_SEEN_ANNOTATION
 from kubelet_trio.container.types import ContainerState
 
 if TYPE_CHECKING:
+    from kubelet_trio.api import Pod
     from kubelet_trio.container.cache import PodCache
     from kubelet_trio.pod_workers import WorkType
+    from kubelet_trio.prober.results import ProbeKind, ProbeResult
     from kubelet_trio.status.manager import StatusManager
 
-__all__ = ["CONTENT_TYPE", "KubeletMetrics"]
+__all__ = ["CONTENT_TYPE", "KubeletMetrics", "render_registry"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +65,43 @@ POD_START_BUCKETS = (
 )  # fmt: skip
 RUNTIME_OPERATION_BUCKETS = tuple(0.005 * 2.5**i for i in range(14))  # ExponentialBuckets(.005, 2.5, 14)
 CONTAINER_STATES = tuple(state.value for state in ContainerState)
+REST_CLIENT_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
+#: Go's ``probeType.String()`` and ``probeResult*`` label values.
+PROBE_TYPES = {"liveness": "Liveness", "readiness": "Readiness", "startup": "Startup"}
+PROBE_RESULTS = {"Success": "successful", "Failure": "failed", "Unknown": "unknown"}
+_CREATED_TYPES = frozenset({"counter", "histogram", "summary", "gaugehistogram"})
+
+
+@attrs.frozen
+class _WithoutCreated:
+    """A registry's families minus prometheus-client's ``<name>_created`` samples."""
+
+    registry: CollectorRegistry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.registry.collect():
+            if family.type not in _CREATED_TYPES:
+                yield family
+                continue
+            created = family.name + "_created"
+            trimmed = Metric(family.name, family.documentation, family.type, family.unit)
+            trimmed.samples = [s for s in family.samples if s.name != created]
+            yield trimmed
+
+
+def render_registry(registry: CollectorRegistry) -> bytes:
+    """The text exposition format 0.0.4 of ``registry``, without ``*_created`` series."""
+    return generate_latest(_WithoutCreated(registry))
+
+
+@attrs.frozen
+class _ProcessStartTime:
+    """Only ``process_start_time_seconds`` (what Go registers next to the prober metrics)."""
+
+    process: ProcessCollector = attrs.Factory(lambda: ProcessCollector(registry=None))
+
+    def collect(self) -> Iterator[Metric]:
+        return (m for m in self.process.collect() if m.name == "process_start_time_seconds")
 
 
 def _parse_seen(value: str | None) -> dt.datetime | None:
@@ -74,6 +128,12 @@ class KubeletMetrics:
     runtime_operations: Counter = attrs.field(init=False)
     runtime_operations_duration: Histogram = attrs.field(init=False)
     runtime_operations_errors: Counter = attrs.field(init=False)
+    node_name: Gauge = attrs.field(init=False)
+    rest_client_requests: Counter = attrs.field(init=False)
+    rest_client_request_duration: Histogram = attrs.field(init=False)
+    probes_registry: CollectorRegistry = attrs.Factory(lambda: CollectorRegistry(auto_describe=True))
+    prober_probes: Counter = attrs.field(init=False)
+    prober_probe_duration: Histogram = attrs.field(init=False)
     _started_pods: set[str] = attrs.Factory(set)
     _first_seen: dict[str, float] = attrs.Factory(dict)
 
@@ -133,10 +193,74 @@ class KubeletMetrics:
             ["operation_type"],
             registry=r,
         )
+        self.node_name = Gauge(
+            "kubelet_node_name", "The node's name. The count is always 1.", ["node"], registry=r
+        )
+        ProcessCollector(registry=r)
+        self.rest_client_requests = Counter(
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            ["code", "method", "host"],
+            registry=r,
+        )
+        self.rest_client_request_duration = Histogram(
+            "rest_client_request_duration_seconds",
+            "Request latency in seconds. Broken down by verb, and host.",
+            ["verb", "host"],
+            buckets=REST_CLIENT_BUCKETS,
+            registry=r,
+        )
+        p = self.probes_registry
+        p.register(_ProcessStartTime())
+        self.prober_probes = Counter(
+            "prober_probe",
+            "Cumulative number of a liveness, readiness or startup probe for a container by result.",
+            ["probe_type", "result", "container", "pod", "namespace", "pod_uid"],
+            registry=p,
+        )
+        self.prober_probe_duration = Histogram(
+            "prober_probe_duration_seconds",
+            "Duration in seconds for a probe response.",
+            ["probe_type", "container", "pod", "namespace"],
+            buckets=DEF_BUCKETS,
+            registry=p,
+        )
         for state in CONTAINER_STATES:
             self.running_containers.labels(state).set(0)
 
     # -- hooks -------------------------------------------------------------------------------------
+
+    def set_node_name(self, name: str) -> None:
+        """``kubelet_node_name{node=name} 1`` (set once when the node is built)."""
+        self.node_name.clear()
+        self.node_name.labels(name).set(1)
+
+    def request_result(self, code: str, method: str, host: str) -> None:
+        """An API request attempt's answer (:class:`~kubelet_trio.client.metrics.RequestMetrics`)."""
+        self.rest_client_requests.labels(code, method, host).inc()
+
+    def request_latency(self, verb: str, host: str, seconds: float) -> None:
+        self.rest_client_request_duration.labels(verb, host).observe(seconds)
+
+    def observe_probe(
+        self, kind: ProbeKind, result: ProbeResult, pod: Pod, container: str, seconds: float
+    ) -> None:
+        """One probe that gave a result (:class:`~kubelet_trio.prober.metrics.ProbeMetrics`); as Go, a
+        failure's duration is not observed."""
+        probe_type = PROBE_TYPES[kind.value]
+        name, namespace = pod.name, pod.namespace
+        self.prober_probes.labels(
+            probe_type, PROBE_RESULTS[result.value], container, name, namespace, pod.uid
+        ).inc()
+        if result.value != "Failure":
+            self.prober_probe_duration.labels(probe_type, container, name, namespace).observe(seconds)
+
+    def forget_probe(self, kind: ProbeKind, pod: Pod, container: str) -> None:
+        """A probe worker ended: its series go (Go deletes them, so gone pods leave no series)."""
+        probe_type = PROBE_TYPES[kind.value]
+        for result in PROBE_RESULTS.values():
+            self.prober_probes.remove(probe_type, result, container, pod.name, pod.namespace, pod.uid)
+        self.prober_probe_duration.remove(probe_type, container, pod.name, pod.namespace)
 
     def observe_relist(self, duration: float, interval: float | None) -> None:
         """``GenericPLEG.on_relist``."""
@@ -171,8 +295,12 @@ class KubeletMetrics:
             self.running_containers.labels(state).set(count)
 
     def render(self) -> bytes:
-        """The text exposition format 0.0.4."""
-        return generate_latest(self.registry)
+        """``/metrics``: the text exposition format 0.0.4."""
+        return render_registry(self.registry)
+
+    def render_probes(self) -> bytes:
+        """``/metrics/probes``."""
+        return render_registry(self.probes_registry)
 
     # -- pod start durations -----------------------------------------------------------------------
 

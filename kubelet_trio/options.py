@@ -20,12 +20,12 @@ the one place the settings are copied into the components' configurations (``Kub
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 import math
 import os
 import re
 import socket
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,23 +36,28 @@ import yaml
 from kubelet_trio import defaults
 from kubelet_trio.api import Quantity
 from kubelet_trio.apimode import ApiModeOptions
+from kubelet_trio.cliflag import GO_BOOL_VALUES, FlagError, FlagSpec, parse_flags, parse_go_bool
 from kubelet_trio.config.http import parse_manifest_url_headers
+from kubelet_trio.eviction import EvictionConfigError, parse_thresholds
 from kubelet_trio.kubelet import KubeletConfig
 from kubelet_trio.runonce import RunOnceSettings
 from kubelet_trio.sysctl import SysctlAllowlist
+from kubelet_trio.upstream_flags import unsupported_message
 
 __all__ = [
     "CONFIG_API_VERSION",
     "CONFIG_KIND",
     "SETTINGS",
+    "CertificateSettings",
     "ComponentConfigs",
     "KubeletOptions",
     "OptionsError",
     "Setting",
-    "build_parser",
     "component_configs",
+    "help_text",
     "load_options",
     "parse_duration",
+    "version_text",
 ]
 
 CONFIG_API_VERSION = "kubelet.config.k8s.io/v1beta1"
@@ -159,6 +164,13 @@ def _log_max_size(value: Any, from_file: bool) -> str:
     return value
 
 
+def _percent(value: Any, from_file: bool) -> int:
+    number = _int(value, from_file)
+    if not 0 <= number <= 100:
+        raise ValueError("expected a percentage 0-100")
+    return number
+
+
 def _log_max_files(value: Any, from_file: bool) -> int:
     number = _int(value, from_file)
     if number < 2:
@@ -187,10 +199,37 @@ def _ip(value: Any, from_file: bool) -> str:
         raise ValueError("expected an IP address") from None
 
 
+def _ip_list(value: Any, from_file: bool) -> tuple[str, ...]:
+    """File: a list of IPs; flags: comma-separated (repeatable)."""
+    if from_file:
+        if not isinstance(value, list):
+            raise ValueError("expected a list of IP addresses")
+        items = [str(v) for v in value]
+    else:
+        items = [
+            part for item in (value if isinstance(value, list) else [value]) for part in str(item).split(",")
+        ]
+    return tuple(_ip(item, from_file) for item in items if item.strip())
+
+
 def _string(value: Any, from_file: bool) -> str:
     if not isinstance(value, str):
         raise ValueError("expected a string")
     return value
+
+
+def _cidr(value: Any, from_file: bool) -> str:
+    """An IPv4 network such as 198.18.5.0/24 ("" = unset)."""
+    text = _string(value, from_file).strip()
+    if not text:
+        return ""
+    try:
+        network = ipaddress.ip_network(text)
+    except ValueError:
+        raise ValueError("expected an IPv4 CIDR such as 198.18.5.0/24") from None
+    if network.version != 4 or network.prefixlen > 30:
+        raise ValueError("expected an IPv4 CIDR with room for pods (a prefix of /30 or shorter)")
+    return str(network)
 
 
 def _endpoint(value: Any, from_file: bool) -> str:
@@ -201,10 +240,11 @@ def _endpoint(value: Any, from_file: bool) -> str:
 
 
 def _bool(value: Any, from_file: bool) -> bool:
+    """File: a YAML boolean; flags: what Go's ``strconv.ParseBool`` accepts (``--flag`` alone is true)."""
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and not from_file and value.lower() in ("true", "false", "1", "0"):
-        return value.lower() in ("true", "1")
+    if isinstance(value, str) and not from_file:
+        return parse_go_bool(value)
     raise ValueError("expected true or false")
 
 
@@ -320,6 +360,26 @@ def _eviction(value: Any, from_file: bool) -> dict[str, str]:
     return thresholds
 
 
+def _eviction_grace_periods(value: Any, from_file: bool) -> dict[str, float]:
+    """evictionSoftGracePeriod: ``memory.available=1m30s`` or a map of signal to duration (seconds)."""
+    periods: dict[str, float] = {}
+    for signal, text in _pairs(value, from_file, "=").items():
+        if signal not in EVICTION_SIGNALS:
+            raise ValueError(f"unknown eviction signal {signal!r} (expected {', '.join(EVICTION_SIGNALS)})")
+        try:
+            periods[signal] = _duration(text, from_file)
+        except ValueError:
+            raise ValueError(f"{signal}: {text!r} is not a duration") from None
+        if periods[signal] < 0:
+            raise ValueError(f"{signal}: {text!r} must not be negative")
+    return periods
+
+
+def _eviction_reclaims(value: Any, from_file: bool) -> dict[str, str]:
+    """evictionMinimumReclaim: ``memory.available=0Mi,nodefs.available=500Mi`` or a map."""
+    return _eviction(_pairs(value, from_file, "="), True)
+
+
 def _sysctl_patterns(value: Any, from_file: bool) -> tuple[str, ...]:
     """allowedUnsafeSysctls: a list of names or prefixes ending in ``*``; flags: comma-separated
     (repeatable). Each must be a sysctl the kernel namespaces."""
@@ -385,16 +445,28 @@ class Setting:
     group: str
     metavar: str | None = None
     repeatable: bool = False
-    is_switch: bool = False
     path: bool = False  # relative paths in the file are relative to the file
+    aliases: tuple[str, ...] = ()  # other spellings of the flag
+    shorthand: str = ""  # a one-letter flag (-v)
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """The flag and its aliases (none for a configuration-file-only setting)."""
+        return (self.flag, *self.aliases) if self.flag is not None else ()
+
+    @property
+    def boolean(self) -> bool:
+        """A pflag boolean: ``--flag`` alone means true, ``--flag=false`` sets it false."""
+        return self.parse is _bool
 
 
-G_CONFIG, G_SOURCES, G_RUNTIME, G_NODE, G_API, G_HTTP, G_RUNONCE, G_LOGS = (
+G_CONFIG, G_SOURCES, G_RUNTIME, G_NODE, G_API, G_CERTS, G_HTTP, G_RUNONCE, G_LOGS = (
     "configuration",
     "pod sources",
     "container runtime",
     "node",
     "API server mode (--kubeconfig)",
+    "TLS bootstrap and certificates",
     "HTTP servers",
     "run-once (--runonce)",
     "logging",
@@ -413,11 +485,12 @@ def setting(
     metavar: str | None = None,
     *,
     repeatable: bool = False,
-    is_switch: bool = False,
     path: bool = False,
+    aliases: tuple[str, ...] = (),
+    shorthand: str = "",
 ) -> Any:
     """A :class:`KubeletOptions` field declaring one setting (mutable defaults are copied per instance)."""
-    spec = Setting("", flag, key, parse, default, help, group, metavar, repeatable, is_switch, path)
+    spec = Setting("", flag, key, parse, default, help, group, metavar, repeatable, path, aliases, shorthand)
     if isinstance(default, Mapping):
         return attrs.field(factory=lambda: dict(default), metadata={_SETTING: spec})
     return attrs.field(default=default, metadata={_SETTING: spec})
@@ -522,16 +595,84 @@ class KubeletOptions:
         G_RUNTIME,
         "DURATION",
     )
+    container_runtime: str = setting(
+        "--container-runtime",
+        None,
+        _choice("remote", "managed"),
+        "remote",
+        "remote: use the CRI runtime at --container-runtime-endpoint; managed: start and supervise a"
+        " containerd of this kubelet's own (state under --root-dir)",
+        G_RUNTIME,
+        "{remote,managed}",
+    )
+    pod_cidr: str = setting(
+        "--pod-cidr",
+        "podCIDR",
+        _cidr,
+        "",
+        "the pod subnet of the managed runtime's bridge (default: a free /24 of 198.18.0.0/15, a range no"
+        " other network uses); refused when it overlaps a route of this host",
+        G_RUNTIME,
+        "CIDR",
+    )
     pod_infra_container_image: str = setting(
         "--pod-infra-container-image",
         None,
         _string,
         "",
-        "accepted for compatibility: a CRI runtime uses its own sandbox image setting",
+        "the sandbox (pause) image, never garbage collected; the CRI runtime's own setting decides which"
+        " image sandboxes use",
         G_RUNTIME,
         "IMAGE",
     )
+    cgroup_driver: str = setting(
+        "--cgroup-driver",
+        "cgroupDriver",
+        _choice("cgroupfs", "systemd"),
+        defaults.CGROUP_DRIVER,
+        "the runtime's cgroup driver; accepted and checked (this kubelet leaves pod cgroups to the runtime)",
+        G_RUNTIME,
+        "{cgroupfs,systemd}",
+    )
     # node
+    fail_swap_on: bool = setting(
+        "--fail-swap-on",
+        "failSwapOn",
+        _bool,
+        True,
+        "refuse to start the node daemon when swap is enabled on the machine",
+        G_NODE,
+        "BOOL",
+    )
+    cluster_dns: tuple[str, ...] = setting(
+        "--cluster-dns",
+        "clusterDNS",
+        _ip_list,
+        (),
+        "DNS server IPs of pods with dnsPolicy ClusterFirst, comma-separated (repeatable)",
+        G_NODE,
+        "IPS",
+        repeatable=True,
+    )
+    cluster_domain: str = setting(
+        "--cluster-domain",
+        "clusterDomain",
+        _string,
+        "",
+        "the cluster's DNS domain: pods search it in addition to the host's search domains",
+        G_NODE,
+        "DOMAIN",
+    )
+    resolv_conf: str = setting(
+        "--resolv-conf",
+        "resolvConf",
+        _string,
+        defaults.RESOLV_CONF,
+        'the resolver file pods with dnsPolicy Default copy ("" = none)',
+        G_NODE,
+        "PATH",
+        path=True,
+    )
     hostname_override: str = setting(
         "--hostname-override",
         None,
@@ -635,6 +776,79 @@ class KubeletOptions:
         "how often container log sizes are checked for rotation (at least 3s)",
         G_NODE,
     )
+    image_gc_high_threshold: int = setting(
+        "--image-gc-high-threshold",
+        "imageGCHighThresholdPercent",
+        _percent,
+        defaults.IMAGE_GC_HIGH_THRESHOLD_PERCENT,
+        "image filesystem usage (percent) at which unused images are removed, least recently used first"
+        " (100: never)",
+        G_NODE,
+        "PERCENT",
+    )
+    image_gc_low_threshold: int = setting(
+        "--image-gc-low-threshold",
+        "imageGCLowThresholdPercent",
+        _percent,
+        defaults.IMAGE_GC_LOW_THRESHOLD_PERCENT,
+        "image filesystem usage (percent) image garbage collection frees down to (at most the high one)",
+        G_NODE,
+        "PERCENT",
+    )
+    minimum_image_ttl_duration: float = setting(
+        "--minimum-image-ttl-duration",
+        "imageMinimumGCAge",
+        _duration,
+        defaults.IMAGE_MINIMUM_GC_AGE,
+        "how long an unused image is kept at least before it may be garbage collected",
+        G_NODE,
+        "DURATION",
+    )
+    minimum_container_ttl_duration: float = setting(
+        "--minimum-container-ttl-duration",
+        None,
+        _duration,
+        defaults.MINIMUM_CONTAINER_TTL_DURATION,
+        "how long a dead container is kept at least before it may be garbage collected (deprecated in Go)",
+        G_NODE,
+        "DURATION",
+    )
+    maximum_dead_containers_per_container: int = setting(
+        "--maximum-dead-containers-per-container",
+        None,
+        _int,
+        defaults.MAXIMUM_DEAD_CONTAINERS_PER_CONTAINER,
+        "dead instances kept per container (negative: no limit; deprecated in Go)",
+        G_NODE,
+        "N",
+    )
+    maximum_dead_containers: int = setting(
+        "--maximum-dead-containers",
+        None,
+        _int,
+        defaults.MAXIMUM_DEAD_CONTAINERS,
+        "dead containers kept on the node in all, spread evenly over pods (negative: no limit; deprecated in"
+        " Go)",
+        G_NODE,
+        "N",
+    )
+    shutdown_grace_period: float = setting(
+        None,
+        "shutdownGracePeriod",
+        _duration,
+        defaults.SHUTDOWN_GRACE_PERIOD,
+        "graceful node shutdown: how long the node's shutdown waits for pods (0: off; trigger:"
+        " kubelet-trio shutdown-node)",
+        G_NODE,
+    )
+    shutdown_grace_period_critical_pods: float = setting(
+        None,
+        "shutdownGracePeriodCriticalPods",
+        _duration,
+        defaults.SHUTDOWN_GRACE_PERIOD_CRITICAL_PODS,
+        "the part of shutdownGracePeriod reserved for critical pods, stopped after the others",
+        G_NODE,
+    )
     # API server mode
     kube_api_qps: float = setting(
         "--kube-api-qps",
@@ -704,6 +918,54 @@ class KubeletOptions:
         "THRESHOLDS",
         repeatable=True,
     )
+    eviction_soft: dict[str, str] = setting(  # noqa: RUF009 - copied per instance
+        "--eviction-soft",
+        "evictionSoft",
+        _eviction,
+        {},
+        "soft eviction thresholds, e.g. memory.available<1.5Gi (each needs a grace period)",
+        G_NODE,
+        "THRESHOLDS",
+        repeatable=True,
+    )
+    eviction_soft_grace_period: dict[str, float] = setting(  # noqa: RUF009 - copied per instance
+        "--eviction-soft-grace-period",
+        "evictionSoftGracePeriod",
+        _eviction_grace_periods,
+        {},
+        "how long each soft threshold must hold before a pod is evicted, e.g. memory.available=1m30s",
+        G_NODE,
+        "PERIODS",
+        repeatable=True,
+    )
+    eviction_minimum_reclaim: dict[str, str] = setting(  # noqa: RUF009 - copied per instance
+        "--eviction-minimum-reclaim",
+        "evictionMinimumReclaim",
+        _eviction_reclaims,
+        {},
+        "how far past its threshold a signal must recover before eviction stops, e.g. nodefs.available=500Mi",
+        G_NODE,
+        "AMOUNTS",
+        repeatable=True,
+    )
+    eviction_pressure_transition_period: float = setting(
+        "--eviction-pressure-transition-period",
+        "evictionPressureTransitionPeriod",
+        _duration,
+        defaults.EVICTION_PRESSURE_TRANSITION_PERIOD,
+        "how long a pressure condition stays reported after its threshold was last met",
+        G_NODE,
+        "DURATION",
+    )
+    eviction_max_pod_grace_period: int = setting(
+        "--eviction-max-pod-grace-period",
+        "evictionMaxPodGracePeriod",
+        _int,
+        defaults.EVICTION_MAX_POD_GRACE_PERIOD,
+        "the longest grace period (seconds) a pod evicted for a soft threshold gets",
+        G_NODE,
+        "SECONDS",
+    )
     node_status_update_frequency: float = setting(
         "--node-status-update-frequency",
         "nodeStatusUpdateFrequency",
@@ -736,6 +998,45 @@ class KubeletOptions:
         defaults.NODE_LEASE_DURATION_SECONDS,
         "the node Lease's leaseDurationSeconds (renewed every quarter of it)",
         G_API,
+    )
+    # TLS bootstrap and certificate rotation
+    bootstrap_kubeconfig: str = setting(
+        "--bootstrap-kubeconfig",
+        None,
+        _string,
+        "",
+        "kubeconfig with bootstrap credentials: used to request a client certificate (CSR) when"
+        " --kubeconfig does not exist yet; the kubeconfig is then written there",
+        G_CERTS,
+        "PATH",
+    )
+    cert_dir: str = setting(
+        "--cert-dir",
+        None,
+        _string,
+        defaults.CERT_DIR,
+        "directory of the TLS certificates and keys (client certificate from bootstrap, serving certificate)",
+        G_CERTS,
+        "DIR",
+    )
+    rotate_certificates: bool = setting(
+        "--rotate-certificates",
+        "rotateCertificates",
+        _bool,
+        False,
+        "request a new client certificate from the API server as the current one nears expiry",
+        G_CERTS,
+        "BOOL",
+    )
+    rotate_server_certificates: bool = setting(
+        "--rotate-server-certificates",
+        "serverTLSBootstrap",
+        _bool,
+        False,
+        "request the serving certificate from the API server (kubernetes.io/kubelet-serving CSR) and"
+        " rotate it",
+        G_CERTS,
+        "BOOL",
     )
     # http
     healthz_port: int = setting(
@@ -885,7 +1186,6 @@ class KubeletOptions:
         False,
         "start the pods of the static sources, wait, report, exit (0: every pod reached the target)",
         G_RUNONCE,
-        is_switch=True,
     )
     runonce_wait: str = setting(
         "--runonce-wait",
@@ -913,7 +1213,6 @@ class KubeletOptions:
         False,
         "stop and remove the pods after the report (default: leave them, like the Go kubelet)",
         G_RUNONCE,
-        is_switch=True,
     )
     output: str = setting(
         "--output",
@@ -930,18 +1229,30 @@ class KubeletOptions:
         "logging.verbosity",
         _verbosity,
         0,
-        "log verbosity: 0 info, 4+ debug (run-once shows only warnings unless --v is given)",
+        "log verbosity: messages of V-level up to this are shown (V(4) is debug; run-once shows only"
+        " warnings unless -v is given)",
         G_LOGS,
         "LEVEL",
+        shorthand="v",
     )
-    log_format: str = setting(
-        "--log-format",
+    logging_format: str = setting(
+        "--logging-format",
         "logging.format",
         _choice("text", "json"),
         "text",
-        "text (key=value) or json (one object per line)",
+        "klog's text layout or its JSON layout (one object per line)",
         G_LOGS,
         "{text,json}",
+        aliases=("--log-format",),
+    )
+    log_flush_frequency: float = setting(
+        "--log-flush-frequency",
+        "logging.flushFrequency",
+        _positive_duration,
+        defaults.LOG_FLUSH_FREQUENCY,
+        "accepted for compatibility: every log line is written when it is logged",
+        G_LOGS,
+        "DURATION",
     )
     explicit: frozenset[str] = frozenset()
 
@@ -969,12 +1280,16 @@ _BY_DEST = {s.dest: s for s in SETTINGS}
 _BY_KEY = {s.key: s for s in SETTINGS if s.key}
 
 
-# -- the argument parser --------------------------------------------------------------------------------
+# -- the command line -----------------------------------------------------------------------------------
+
+#: ``--version`` output (Go's ``verflag``): this kubelet's Kubernetes version and, with ``=raw``, the
+#: version record.
+VERSION_VALUES = ("true", "false", "raw")
 
 
 def _show_default(setting: Setting) -> str:
     value = setting.default
-    if setting.is_switch or value in ("", {}, (), None):
+    if value in ("", {}, (), None) or value is False:
         return ""
     if setting.parse is _eviction:
         return f" (default {','.join(f'{k}<{v}' for k, v in value.items())})"
@@ -987,52 +1302,85 @@ def _show_default(setting: Setting) -> str:
     return f" (default {value})"
 
 
-class _Formatter(argparse.RawDescriptionHelpFormatter):
-    def __init__(self, prog: str) -> None:
-        super().__init__(prog, max_help_position=36, width=110)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kubelet-trio",
-        description=(
-            "A Kubernetes node agent on Trio. Runs the pods of a manifest directory and/or URL on a CRI\n"
-            "runtime (or the simulated one) until SIGTERM/SIGINT; with --runonce it starts them, waits,\n"
-            "prints a report and exits."
-        ),
-        epilog=(
-            "Flags override the --config file. Durations: 1m0s, 20s, 500ms (flags also take seconds).\n"
-            "Config-file only: "
-            + "; ".join(f"{s.key}: {s.help}{_show_default(s)}" for s in SETTINGS if s.flag is None)
-            + ".\nOther commands: kubelet-trio {demo,sim-cri,check-manifests} --help"
-        ),
-        formatter_class=_Formatter,
-        argument_default=argparse.SUPPRESS,
-    )
-    config = parser.add_argument_group(G_CONFIG)
-    config.add_argument(
-        "--config",
-        metavar="FILE",
-        help=f"KubeletConfiguration file (apiVersion: {CONFIG_API_VERSION}); flags override it",
-    )
-    groups = {G_CONFIG: config}
+def _flag_specs() -> dict[str, FlagSpec]:
+    specs = {
+        "config": FlagSpec("config"),
+        "config-dir": FlagSpec("config-dir"),
+        "version": FlagSpec("version", no_value="true"),
+    }
     for setting in SETTINGS:
-        if setting.flag is None:  # config-file only, as in Go (listed in the epilog)
-            continue
-        group = groups.get(setting.group) or groups.setdefault(
-            setting.group, parser.add_argument_group(setting.group)
-        )
+        for flag in setting.flags:
+            name = flag.removeprefix("--")
+            specs[name] = FlagSpec(name, setting.boolean, setting.repeatable, setting.shorthand)
+    return specs
+
+
+_FLAGS = _flag_specs()
+_SETTING_OF_FLAG = {flag.removeprefix("--"): setting for setting in SETTINGS for flag in setting.flags}
+_HELP_WIDTH, _HELP_COLUMN = 110, 38
+
+
+def _help_entry(flags: str, text: str) -> list[str]:
+    import textwrap
+
+    head = f"  {flags}"
+    body = textwrap.wrap(text, _HELP_WIDTH - _HELP_COLUMN, break_on_hyphens=False) or [""]
+    if len(head) + 2 > _HELP_COLUMN:
+        return [head] + [" " * _HELP_COLUMN + line for line in body]
+    return [head.ljust(_HELP_COLUMN) + body[0]] + [" " * _HELP_COLUMN + line for line in body[1:]]
+
+
+def help_text() -> str:
+    """``kubelet-trio --help``: the flags by group, then the configuration-file-only keys."""
+    lines = [
+        "Usage:",
+        "  kubelet-trio [flags]",
+        "  kubelet-trio COMMAND [args]        (demo, sim-cri, check-manifests: kubelet-trio COMMAND --help)",
+        "",
+        "A Kubernetes node agent on Trio. Runs the pods of a manifest directory, a URL and/or the API server",
+        "on a CRI runtime (or the simulated one) until SIGTERM/SIGINT; with --runonce it starts them, waits,",
+        "prints a report and exits. Flags are read as the Go kubelet reads them (pflag): --flag=value or",
+        "--flag value, a boolean alone is true (--flag=false), -v 4; no abbreviations.",
+        "",
+        f"{G_CONFIG}:",
+        *_help_entry(
+            "    --config FILE",
+            f"KubeletConfiguration file (apiVersion: {CONFIG_API_VERSION}); flags override it",
+        ),
+        *_help_entry(
+            "    --config-dir DIR",
+            "drop-in KubeletConfiguration files (*.conf), applied over --config in name order",
+        ),
+        *_help_entry("    --version[=raw]", "print the version and exit (raw: the full version record)"),
+        *_help_entry("-h, --help", "this help"),
+    ]
+    with_flags = [s for s in SETTINGS if s.flag is not None]  # config-file only ones: listed below
+    for setting in sorted(with_flags, key=lambda s: [x.group for x in with_flags].index(s.group)):
+        if f"{setting.group}:" not in lines:
+            lines += ["", f"{setting.group}:"]
+        short = f"-{setting.shorthand}, " if setting.shorthand else "    "
+        metavar = "" if setting.boolean or not setting.metavar else f" {setting.metavar}"
+        names = ", ".join(setting.flags)
         key = f" [{setting.key}]" if setting.key else ""
-        help_text = (setting.help + _show_default(setting) + key).replace("%", "%%")  # argparse formats it
-        if setting.is_switch:
-            group.add_argument(setting.flag, dest=setting.dest, action="store_true", help=help_text)
-        elif setting.repeatable:
-            group.add_argument(
-                setting.flag, dest=setting.dest, action="append", metavar=setting.metavar, help=help_text
-            )
-        else:
-            group.add_argument(setting.flag, dest=setting.dest, metavar=setting.metavar, help=help_text)
-    return parser
+        lines += _help_entry(f"{short}{names}{metavar}", setting.help + _show_default(setting) + key)
+    lines += [
+        "",
+        "Durations: 1m0s, 20s, 500ms (flags also take seconds). Upstream kubelet flags this kubelet does not",
+        "implement are refused with a message naming them.",
+        "",
+        "configuration file only:",
+    ]
+    for setting in SETTINGS:
+        if setting.flag is None:
+            lines += _help_entry(f"    {setting.key}", setting.help + _show_default(setting))
+    return "\n".join(lines) + "\n"
+
+
+def version_text(raw: bool) -> str:
+    """``--version`` (``Kubernetes v1.33.0+kubelet-trio.X``) or ``--version=raw`` (Go's version record)."""
+    from kubelet_trio import version
+
+    return (version.raw_info() if raw else f"Kubernetes {version.KUBELET_VERSION}") + "\n"
 
 
 # -- the file -------------------------------------------------------------------------------------------
@@ -1050,29 +1398,29 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def read_config_file(path: str) -> tuple[dict[str, Any], list[str]]:
-    """``(dest → value, warnings)`` from a KubeletConfiguration file."""
+def read_config_file(path: str, label: str = "--config") -> tuple[dict[str, Any], list[str]]:
+    """``(dest → value, warnings)`` from a KubeletConfiguration file; ``label`` names it in messages."""
     try:
         text = Path(path).read_text()
     except OSError as err:
-        raise OptionsError(f"cannot read --config {path}: {err.strerror or err}") from None
+        raise OptionsError(f"cannot read {label} {path}: {err.strerror or err}") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise OptionsError(f"--config {path} is not valid YAML: {err}") from None
+        raise OptionsError(f"{label} {path} is not valid YAML: {err}") from None
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
         raise OptionsError(
-            f"--config {path}: expected a KubeletConfiguration object, got {type(data).__name__}"
+            f"{label} {path}: expected a KubeletConfiguration object, got {type(data).__name__}"
         )
     api_version, kind = data.get("apiVersion"), data.get("kind")
     if api_version != CONFIG_API_VERSION:
         raise OptionsError(
-            f"--config {path}: invalid value for apiVersion: {api_version!r} (expected {CONFIG_API_VERSION})"
+            f"{label} {path}: invalid value for apiVersion: {api_version!r} (expected {CONFIG_API_VERSION})"
         )
     if kind != CONFIG_KIND:
-        raise OptionsError(f"--config {path}: invalid value for kind: {kind!r} (expected {CONFIG_KIND})")
+        raise OptionsError(f"{label} {path}: invalid value for kind: {kind!r} (expected {CONFIG_KIND})")
     body = {k: v for k, v in data.items() if k not in ("apiVersion", "kind")}
     values: dict[str, Any] = {}
     unknown: list[str] = []
@@ -1082,50 +1430,149 @@ def read_config_file(path: str) -> tuple[dict[str, Any], list[str]]:
         if setting is None:
             unknown.append(key)
             continue
+        if key in ZERO_MEANS_DEFAULT and raw in (None, "", 0, "0", "0s", {}) and raw is not False:
+            continue  # Go's defaulting fills these zero values in (kubeadm writes them)
         try:
             value = setting.parse(raw, True)
         except ValueError as err:
-            raise OptionsError(f"--config {path}: invalid value for {key}: {raw!r}: {err}") from None
+            raise OptionsError(f"{label} {path}: invalid value for {key}: {raw!r}: {err}") from None
         if setting.path and value and not os.path.isabs(value):
             value = os.path.join(base, value)
         values[setting.dest] = value
     warnings = []
     if unknown:
         names = ", ".join(sorted(unknown))
-        warnings.append(f"--config {path}: ignoring unknown or unsupported configuration keys: {names}")
+        warnings.append(f"{label} {path}: ignoring unknown or unsupported configuration keys: {names}")
     return values, warnings
+
+
+#: KubeletConfiguration keys whose zero value (``0s``, ``0``, ``""``) Go's defaulting
+#: (``SetDefaults_KubeletConfiguration``) replaces with the default: written by tools such as kubeadm,
+#: they mean "the default", not zero.
+ZERO_MEANS_DEFAULT = frozenset(
+    {
+        "syncFrequency",
+        "fileCheckFrequency",
+        "httpCheckFrequency",
+        "address",  # (port: Go defaults 0 to 10250; here port 0 turns the Kubelet API off, as the flag does)
+        "healthzBindAddress",
+        "authentication.webhook.cacheTTL",
+        "authorization.webhook.cacheAuthorizedTTL",
+        "authorization.webhook.cacheUnauthorizedTTL",
+        "streamingConnectionIdleTimeout",
+        "nodeStatusUpdateFrequency",
+        "nodeStatusReportFrequency",
+        "nodeLeaseDurationSeconds",
+        "runtimeRequestTimeout",
+        "maxPods",
+        "kubeAPIBurst",
+        "evictionPressureTransitionPeriod",
+        "imageMinimumGCAge",
+        "containerLogMaxSize",
+        "containerRuntimeEndpoint",
+        "configMapAndSecretChangeDetectionStrategy",
+        "podLogsDir",
+        "cgroupDriver",
+        "logging.flushFrequency",
+        "logging.format",
+    }
+)
 
 
 # -- putting it together --------------------------------------------------------------------------------
 
 
-def load_options(argv: Sequence[str]) -> tuple[KubeletOptions, list[str]]:
-    """Parse flags and the ``--config`` file; returns the options and warnings to print.
+def _config_dir_files(directory: str) -> list[str]:
+    """The drop-ins of ``--config-dir``: its ``*.conf`` files in name order (Go's kubelet config drop-ins)."""
+    try:
+        names = sorted(name for name in os.listdir(directory) if name.endswith(".conf"))
+    except OSError as err:
+        raise OptionsError(f"cannot read --config-dir {directory}: {err.strerror or err}") from None
+    return [os.path.join(directory, name) for name in names]
 
-    Raises :class:`OptionsError` for invalid values and :class:`SystemExit` for argparse usage errors and
-    ``--help`` (status 2 and 0, as argparse does).
+
+def _flag_values(setting: Setting, raws: list[str], flag: str) -> Any:
+    raw: Any = raws if setting.repeatable else raws[-1]
+    try:
+        return setting.parse(raw, False)
+    except ValueError as err:
+        shown = ",".join(raws) if setting.repeatable else raws[-1]
+        raise OptionsError(f"invalid value {shown!r} for {flag}: {err}") from None
+
+
+def load_options(argv: Sequence[str]) -> tuple[KubeletOptions, list[str]]:
+    """Parse flags (pflag rules, see :mod:`kubelet_trio.cliflag`), the ``--config`` file and the
+    ``--config-dir`` drop-ins; returns the options and warnings to print.
+
+    Raises :class:`OptionsError` for invalid flags or values (an upstream kubelet flag not implemented here
+    is named as such); ``--help`` and ``--version`` print to stdout and raise ``SystemExit(0)``.
     """
-    args = vars(build_parser().parse_args(list(argv)))
+    try:
+        parsed = parse_flags(argv, _FLAGS, unknown=unsupported_message)
+    except FlagError as err:
+        raise OptionsError(str(err)) from None
+    if parsed.help:
+        sys.stdout.write(help_text())
+        raise SystemExit(0)
+    if versions := parsed.values("version"):
+        if versions[-1] not in VERSION_VALUES and versions[-1] not in GO_BOOL_VALUES:
+            raise OptionsError(f"invalid value {versions[-1]!r} for --version: expected true, false or raw")
+        if versions[-1] == "raw" or GO_BOOL_VALUES.get(versions[-1]):
+            sys.stdout.write(version_text(raw=versions[-1] == "raw"))
+            raise SystemExit(0)
     values: dict[str, Any] = {}
     warnings: list[str] = []
-    config_path = args.pop("config", "")
-    if config_path:
-        values, warnings = read_config_file(config_path)
-    for dest, raw in args.items():
-        setting = _BY_DEST[dest]
-        try:
-            values[dest] = raw if setting.is_switch else setting.parse(raw, False)
-        except ValueError as err:
-            shown = ",".join(raw) if isinstance(raw, list) else raw
-            raise OptionsError(f"invalid value {shown!r} for {setting.flag}: {err}") from None
+    config_path = (parsed.values("config") or [""])[-1]
+    config_dir = (parsed.values("config-dir") or [""])[-1]
+    files = [(config_path, "--config")] if config_path else []
+    files += [(path, "--config-dir") for path in _config_dir_files(config_dir)] if config_dir else []
+    for path, label in files:
+        file_values, file_warnings = read_config_file(path, label)
+        values |= file_values
+        warnings += file_warnings
+    given: dict[str, tuple[list[str], str]] = {}  # dest -> (raw values, the flag as written)
+    for name, raw in parsed.items:
+        setting = _SETTING_OF_FLAG.get(name)
+        if setting is None:  # --config, --config-dir, --version
+            continue
+        raws, _ = given.get(setting.dest, ([], ""))
+        given[setting.dest] = ([*raws, raw] if setting.repeatable else [raw], f"--{name}")
+    for dest, (raws, flag) in given.items():
+        values[dest] = _flag_values(_BY_DEST[dest], raws, flag)
     try:
         options = KubeletOptions(config=config_path, explicit=frozenset(values), **values)
     except TypeError as err:  # pragma: no cover - SETTINGS and KubeletOptions disagree
         raise OptionsError(str(err)) from None
+    try:  # the soft thresholds and their grace periods go together
+        parse_thresholds(
+            options.eviction_hard,
+            options.eviction_soft,
+            options.eviction_soft_grace_period,
+            options.eviction_minimum_reclaim,
+        )
+    except EvictionConfigError as err:
+        raise OptionsError(f"invalid eviction settings: {err}") from None
+    if options.image_gc_low_threshold > options.image_gc_high_threshold:
+        raise OptionsError(
+            f"invalid value {options.image_gc_low_threshold} for imageGCLowThresholdPercent: must not be"
+            f" greater than imageGCHighThresholdPercent ({options.image_gc_high_threshold})"
+        )
     return options, warnings
 
 
 # -- the component configurations -----------------------------------------------------------------------
+
+
+@attrs.frozen
+class CertificateSettings:
+    """TLS bootstrap and rotation (Go: ``pkg/kubelet/certificate``): what the certificate managers need."""
+
+    kubeconfig: str  # written by the bootstrap when it does not hold valid credentials
+    bootstrap_kubeconfig: str  # "" = no bootstrap
+    cert_dir: str
+    rotate_certificates: bool
+    rotate_server_certificates: bool  # serverTLSBootstrap
+    node_name: str
 
 
 @attrs.frozen
@@ -1135,6 +1582,8 @@ class ComponentConfigs:
     kubelet: KubeletConfig
     api_mode: ApiModeOptions  # used when --kubeconfig is given
     run_once: RunOnceSettings  # used with --runonce
+    certificates: CertificateSettings
+    container_runtime: str  # remote: the endpoint's runtime; managed: a containerd of our own
 
 
 def _concrete_ip(node_ip: str) -> tuple[str, ...]:
@@ -1173,6 +1622,24 @@ def component_configs(options: KubeletOptions) -> ComponentConfigs:
         streaming_connection_idle_timeout=options.streaming_connection_idle_timeout,
         address=options.address,
         allowed_unsafe_sysctls=options.allowed_unsafe_sysctls,
+        cluster_dns=options.cluster_dns,
+        cluster_domain=options.cluster_domain,
+        resolv_conf=options.resolv_conf,
+        eviction_hard=dict(options.eviction_hard),
+        eviction_soft=dict(options.eviction_soft),
+        eviction_soft_grace_period=dict(options.eviction_soft_grace_period),
+        eviction_minimum_reclaim=dict(options.eviction_minimum_reclaim),
+        eviction_pressure_transition_period=options.eviction_pressure_transition_period,
+        eviction_max_pod_grace_period=options.eviction_max_pod_grace_period,
+        image_gc_high_threshold_percent=options.image_gc_high_threshold,
+        image_gc_low_threshold_percent=options.image_gc_low_threshold,
+        image_minimum_gc_age=options.minimum_image_ttl_duration,
+        minimum_container_ttl_duration=options.minimum_container_ttl_duration,
+        maximum_dead_containers_per_container=options.maximum_dead_containers_per_container,
+        maximum_dead_containers=options.maximum_dead_containers,
+        shutdown_grace_period=options.shutdown_grace_period,
+        shutdown_grace_period_critical_pods=options.shutdown_grace_period_critical_pods,
+        pod_infra_container_image=options.pod_infra_container_image,
     )
     api_mode = ApiModeOptions(
         register_node=options.register_node,
@@ -1195,4 +1662,12 @@ def component_configs(options: KubeletOptions) -> ComponentConfigs:
         cleanup=options.runonce_cleanup,
         max_pods=options.max_pods,
     )
-    return ComponentConfigs(kubelet, api_mode, run_once)
+    certificates = CertificateSettings(
+        kubeconfig=options.kubeconfig,
+        bootstrap_kubeconfig=options.bootstrap_kubeconfig,
+        cert_dir=options.cert_dir,
+        rotate_certificates=options.rotate_certificates,
+        rotate_server_certificates=options.rotate_server_certificates,
+        node_name=options.node_name,
+    )
+    return ComponentConfigs(kubelet, api_mode, run_once, certificates, options.container_runtime)

@@ -14,7 +14,7 @@ import enum
 import logging
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import attrs
@@ -95,14 +95,6 @@ def effective_grace_period(current: int, pod: Pod | None, override: int | None) 
     return max(grace, MIN_GRACE_PERIOD)
 
 
-def is_terminal_phase(pod: Pod) -> bool:
-    return bool(pod.status and pod.status.phase in ("Succeeded", "Failed"))
-
-
-def is_static(pod: Pod) -> bool:
-    return pod.annotations.get("kubernetes.io/config.source", "api") != "api"
-
-
 @attrs.define(eq=False)
 class PodSyncStatus:
     """Everything a worker knows about one UID (Go: podSyncStatus)."""
@@ -124,6 +116,8 @@ class PodSyncStatus:
     finished: bool = False
     restart_requested: bool = False
     last_sync_time: float = -math.inf
+    # When the syncer inspected the pod after its last runtime action (see PodWorkers.refreshed)
+    refreshed_at: float | None = None
     kill_waiters: list[trio.Event] = attrs.Factory(list)
     done: trio.Event = attrs.Factory(trio.Event)  # set once the worker has finished the pod
 
@@ -154,6 +148,9 @@ class PodWorkers:
     jitter: float = JITTER_FACTOR
     rng: random.Random = attrs.Factory(random.Random)
     on_sync_duration: Callable[[WorkType, float], None] | None = None
+    # Inspects a pod into the cache and returns its status (None: the runtime could not be asked). A
+    # terminating pod uses it rather than wait up to a relist for status newer than its last sync.
+    inspect: Callable[[Pod], Awaitable[PodStatus | None]] | None = None
     _statuses: dict[str, PodSyncStatus] = attrs.Factory(dict)
     _work_queue: dict[str, float] = attrs.Factory(dict)  # uid -> trio time the pod is due a re-sync
     _static_started: dict[str, str] = attrs.Factory(dict)  # full name -> the UID allowed to run
@@ -185,7 +182,7 @@ class PodWorkers:
         if status is None:
             status = PodSyncStatus(uid=uid, full_name=full_name)
             self._statuses[uid] = status
-            if pod is not None and is_terminal_phase(pod) and not self._could_be_running(uid):
+            if pod is not None and pod.is_terminal and not self._could_be_running(uid):
                 # A kubelet restart found a finished pod: only its terminated-cleanup runs.
                 status.terminating_at = status.terminated_at = now
             self._start_worker(status)
@@ -208,7 +205,7 @@ class PodWorkers:
             if pod is None or (pod.metadata and pod.metadata.deletion_timestamp):
                 status.deleted = True
                 became_terminating = True
-            elif is_terminal_phase(pod) or options.update_type is UpdateType.KILL:
+            elif pod.is_terminal or options.update_type is UpdateType.KILL:
                 became_terminating = True
             if became_terminating:
                 status.terminating_at = now
@@ -311,7 +308,7 @@ class PodWorkers:
     def _allow_start(self, status: PodSyncStatus) -> bool:
         """Static pods: one UID per full name runs at a time; later UIDs wait in FIFO order."""
         pod = status.pod
-        if pod is None or not is_static(pod) or status.terminating_at is not None:
+        if pod is None or not pod.is_static or status.terminating_at is not None:
             return True
         holder = self._static_started.get(status.full_name)
         if holder == status.uid:
@@ -365,6 +362,10 @@ class PodWorkers:
             finally:
                 status.sync_scope = None
         status.last_sync_time = trio.current_time()
+        if status.refreshed_at is not None and status.refreshed_at >= started:
+            # The cache already holds what this sync did: the next one need not wait for a relist.
+            status.last_sync_time = math.nextafter(status.refreshed_at, -math.inf)
+        status.refreshed_at = None
         if self.on_sync_duration is not None:
             self.on_sync_duration(work_type, status.last_sync_time - started)
         if scope.cancelled_caught:
@@ -378,7 +379,7 @@ class PodWorkers:
             assert status.running_pod is not None
             await self.syncer.sync_terminating_runtime_pod(status.running_pod)
             return False
-        runtime_status = await self.cache.get_newer_than(status.uid, status.last_sync_time)
+        runtime_status = await self._status_for(status, work_type)
         pod = status.pod  # read after the wait: an update that arrived meanwhile is already in it
         assert pod is not None
         if work_type is WorkType.TERMINATED:
@@ -390,6 +391,18 @@ class PodWorkers:
                 status.started_at = trio.current_time()
             return await self.syncer.sync_pod(update.update_type, pod, runtime_status)
         return False
+
+    async def _status_for(self, status: PodSyncStatus, work_type: WorkType) -> PodStatus:
+        """Runtime status newer than the pod's last sync: the cache's (written by the relist, or by the
+        syncer right after its actions), else, for a terminating pod, an inspection made now."""
+        entry = self.cache.get_entry(status.uid)
+        fresh_enough = entry is not None and entry.modified > status.last_sync_time
+        if not fresh_enough and work_type is WorkType.TERMINATING and self.inspect is not None:
+            assert status.pod is not None
+            inspected = await self.inspect(status.pod)
+            if inspected is not None:
+                return inspected
+        return await self.cache.get_newer_than(status.uid, status.last_sync_time)
 
     def _complete(
         self, status: PodSyncStatus, work_type: WorkType, terminal: bool, error: Exception | None
@@ -438,6 +451,14 @@ class PodWorkers:
             status.wake.set()
         else:
             self._work_queue[status.uid] = trio.current_time() + delay
+
+    def refreshed(self, uid: str, timestamp: float) -> None:
+        """The syncer inspected ``uid`` into the cache at ``timestamp``, after every runtime action of
+        the sync in flight: the pod's next sync reads that entry instead of waiting for the next relist
+        (``get_newer_than`` still guarantees it never acts on status older than its own actions)."""
+        status = self._statuses.get(uid)
+        if status is not None:
+            status.refreshed_at = timestamp
 
     def wake_due(self, uid: str) -> None:
         """Called by the sync loop for a due UID whose pod is known only to the workers."""

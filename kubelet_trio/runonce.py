@@ -34,6 +34,7 @@ import trio_util
 
 from kubelet_trio import defaults
 from kubelet_trio.api import ManifestError, Pod, parse_manifest
+from kubelet_trio.api.pod import TERMINAL_PHASES
 from kubelet_trio.api.status import PodStatus as ApiPodStatus
 from kubelet_trio.clock import WallClock, go_duration
 from kubelet_trio.config.http import HTTP_TIMEOUT, ManifestFetchError, fetch_manifest_body
@@ -46,8 +47,8 @@ from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.kubelet import Kubelet, KubeletConfig
 from kubelet_trio.kubelet_builder import KubeletDeps, open_kubelet
+from kubelet_trio.kuberuntime.logs_reader import tail_text
 from kubelet_trio.logs import kobj, kv
-from kubelet_trio.logs_reader import tail_text
 from kubelet_trio.pod_workers import UpdatePodOptions, UpdateType
 from kubelet_trio.runonce_report import ContainerReport, PodReport, RunOnceReport, container_reports
 
@@ -181,7 +182,7 @@ def _observe(entry: _Tracked, status: ApiPodStatus | None, now: float) -> None:
         entry.first_status_at = now
     if entry.running_at is None and all_running(entry.pod, status):
         entry.running_at = now
-    if status.phase in ("Succeeded", "Failed") and entry.finished_at is None:
+    if status.phase in TERMINAL_PHASES and entry.finished_at is None:
         entry.finished_at = now
     if status.phase == "Failed":
         entry.decide("failed", _failure_reason(status))

@@ -195,9 +195,14 @@ class RunOnceReport:
             out.append(f"manifest error: {error}")
         reached = sum(p.reached for p in self.pods)
         failed = len(self.pods) - reached
-        summary = f"{len(self.pods)} pods: {reached} reached their target, {failed} failed"
+        summary = f"{_count(len(self.pods), 'pod')}: {reached} reached their target, {failed} failed"
         summary += f" (--runonce-wait={self.target})"
         if self.errors:
-            summary += f"; {len(self.errors)} manifest errors"
+            summary += f"; {_count(len(self.errors), 'manifest error')}"
         out += ["", f"{summary} in {self.elapsed:.1f}s"]
         return "\n".join(out) + "\n"
+
+
+def _count(number: int, noun: str) -> str:
+    """``1 pod``, ``2 pods``, ``0 pods``."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"

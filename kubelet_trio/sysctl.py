@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from kubelet_trio.admission import AdmitResult
 from kubelet_trio.api import Pod
 from kubelet_trio.kuberuntime.sandbox import sysctl_dotted_name
+from kubelet_trio.lifecycle.predicate import AdmitResult
 
 __all__ = [
     "SAFE_SYSCTLS",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -25,8 +26,15 @@ def test_valid_directory() -> None:
     result = run(DATA / "manifests")
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    names = sorted(p.name for p in (DATA / "manifests").iterdir())
-    assert lines == [f"{DATA / 'manifests' / name}: ok" for name in names]
+    expected: list[str] = []
+    for path in sorted((DATA / "manifests").iterdir()):
+        if path.name == "multi-doc.yaml":
+            expected += [f"{path}: document 1 (line 3): ok", f"{path}: document 2 (line 15): ok"]
+            continue
+        if path.name == "dns-custom.yaml":  # kept to show that unknown fields survive a round trip
+            expected.append(f"{path}:34: warning: spec.someFutureField: unknown field")
+        expected.append(f"{path}: ok")
+    assert lines == expected
 
 
 def test_invalid_files() -> None:
@@ -60,3 +68,99 @@ def test_missing_path_and_usage_errors(tmp_path: Path) -> None:
     assert run("--bogus", tmp_path).returncode == 2
     help_ = run("--help")
     assert help_.returncode == 0 and "PATH" in help_.stdout
+
+
+TYPOS = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: typos
+spec:
+  restartPolcy: Never
+  containers:
+  - name: app
+    image: busybox:1.36
+    imagePullPolcy: Always
+    comand: [sh, -c, "true"]
+"""
+
+
+def test_unknown_fields_warn_with_their_paths_and_fail_with_strict(tmp_path: Path) -> None:
+    path = tmp_path / "typos.yaml"
+    path.write_text(TYPOS)
+    warnings = [
+        f"{path}:6: warning: spec.restartPolcy: unknown field",
+        f"{path}:10: warning: spec.containers[0].imagePullPolcy: unknown field",
+        f"{path}:11: warning: spec.containers[0].comand: unknown field",
+    ]
+    result = run(path)
+    assert (result.returncode, result.stdout.splitlines()) == (0, [*warnings, f"{path}: ok"])
+    strict = run("--strict", path)
+    errors = [line.replace(": warning:", ":") for line in warnings]
+    assert (strict.returncode, strict.stdout.splitlines()) == (1, errors)
+
+
+def test_every_document_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "pods.yaml"
+    bad_yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: broken\n"
+    missing_image = TYPOS.replace("name: typos", "name: three").replace("    image: busybox:1.36\n", "")
+    path.write_text("---\n".join([TYPOS, bad_yaml, missing_image]))
+    result = run(path)
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        f"{path}:6: warning: document 1: spec.restartPolcy: unknown field",
+        f"{path}:10: warning: document 1: spec.containers[0].imagePullPolcy: unknown field",
+        f"{path}:11: warning: document 1: spec.containers[0].comand: unknown field",
+        f"{path}: document 1 (line 1): ok",
+        f"{path}:15: document 2: invalid YAML: expected ',' or '}}', but got '<stream end>'",
+        f"{path}: document 2 (line 13): 1 error",
+        f"{path}:22: warning: document 3: spec.restartPolcy: unknown field",
+        f"{path}:24: document 3: spec.containers[0].image: Required value",
+        f"{path}:25: warning: document 3: spec.containers[0].imagePullPolcy: unknown field",
+        f"{path}:26: warning: document 3: spec.containers[0].comand: unknown field",
+        f"{path}: document 3 (line 17): 1 error",
+    ]
+
+
+def test_json_output(tmp_path: Path) -> None:
+    path = tmp_path / "pods.yaml"
+    path.write_text("---\n".join([TYPOS, TYPOS.replace("name: typos", "name: Bad_Name")]))
+    missing = tmp_path / "missing.yaml"
+    result = run("--output", "json", path, missing)
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert {k: report[k] for k in ("version", "strict", "ok", "summary")} == {
+        "version": 1,
+        "strict": False,
+        "ok": False,
+        "summary": {"files": 2, "documents": 2, "errors": 2, "warnings": 6},
+    }
+    good, bad = report["files"][0]["documents"]
+    assert report["files"][0]["path"] == str(path) and report["files"][0]["errors"] == []
+    assert good == {
+        "document": 1,
+        "line": 1,
+        "ok": True,
+        "pods": ["default/typos"],
+        "errors": [],
+        "warnings": [
+            {"line": 6, "field": "spec.restartPolcy", "message": "unknown field"},
+            {"line": 10, "field": "spec.containers[0].imagePullPolcy", "message": "unknown field"},
+            {"line": 11, "field": "spec.containers[0].comand", "message": "unknown field"},
+        ],
+    }
+    assert (bad["document"], bad["ok"], bad["pods"]) == (2, False, [])
+    assert [(e["line"], e["field"]) for e in bad["errors"]] == [(16, "metadata.name")]
+    assert report["files"][1] == {
+        "path": str(missing),
+        "ok": False,
+        "errors": [{"line": None, "field": "", "message": "no such file or directory"}],
+        "documents": [],
+    }
+    strict = json.loads(run("--strict", "-o", "json", path).stdout)
+    assert strict["strict"] is True and strict["summary"]["warnings"] == 0
+    assert strict["summary"]["errors"] == 7
+
+
+def test_no_abbreviated_options(tmp_path: Path) -> None:
+    assert run("--stri", tmp_path).returncode == 2

@@ -18,8 +18,8 @@ from kubelet_trio.container_log_manager import ContainerLogManager, LogRotatePol
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.fsio import run_inline
+from kubelet_trio.kuberuntime.logs_reader import LogOptions, read_text
 from kubelet_trio.logs import format_fields
-from kubelet_trio.logs_reader import LogOptions, read_text
 from kubelet_trio.sim.runtime import SimRuntime
 from tests.sim.pods import IMAGE, WALL_START_NS, Pods
 

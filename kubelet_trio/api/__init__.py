@@ -49,7 +49,7 @@ from kubelet_trio.api.manifest import (
     parse_manifest,
     read_manifest_file,
 )
-from kubelet_trio.api.meta import ObjectMeta, OwnerReference, rfc3339, rfc3339_nano
+from kubelet_trio.api.meta import ObjectMeta, OwnerReference
 from kubelet_trio.api.pod import (
     HostAlias,
     Pod,
@@ -75,6 +75,7 @@ from kubelet_trio.api.status import (
     PodIP,
     PodStatus,
 )
+from kubelet_trio.api.timefmt import rfc3339, rfc3339_nano
 from kubelet_trio.api.validation import validate_pod
 from kubelet_trio.api.volume import (
     ConfigMapProjection,

@@ -74,6 +74,11 @@ class ManifestError(ApiError):
         self.message = message
         super().__init__(str(self))
 
+    @property
+    def field(self) -> str:
+        """The field path as the API server writes it (``spec.containers[0].image``), or ``""``."""
+        return format_path(self.path)
+
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}"
         field = format_path(self.path)

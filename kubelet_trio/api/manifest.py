@@ -5,7 +5,13 @@ list item, taken from PyYAML's composed node tree, so a problem found later at
 ``spec.containers[1].ports[0].containerPort`` can be reported at the line that holds it (the longest
 known prefix of the path; the document's first line as a last resort). :func:`parse_manifest` runs the
 whole pipeline - load, decode, default, optionally transform (static pods), validate - and returns the
-good pods and every problem as a :class:`ManifestError` (file, line, field path, message).
+good pods and every problem as a :class:`ManifestError` (file, line, field path, message), both overall
+and per document (:class:`DocumentResult`): a syntax error in one document of a multi-document YAML file
+does not hide the others (the file is then split at its ``---`` lines, as Kubernetes' YAML reader does).
+
+Unknown fields (``spec.restartPolcy``; :func:`kubelet_trio.api.strict.unknown_fields`) are warnings: like
+the Go kubelet, which decodes manifests non-strictly, the pod still runs. With ``strict=True`` they are
+errors, as with the API server's ``fieldValidation=Strict``.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -23,11 +30,14 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from kubelet_trio.api.defaults import default_pod
 from kubelet_trio.api.errors import DecodeError, FieldPath, ManifestError
 from kubelet_trio.api.pod import Pod, PodList
+from kubelet_trio.api.strict import type_errors, unknown_fields
 from kubelet_trio.api.validation import validate_pod
 
 __all__ = [
     "MAX_MANIFEST_BYTES",
+    "UNKNOWN_FIELD",
     "Document",
+    "DocumentResult",
     "ManifestResult",
     "load_documents",
     "manifest_too_large",
@@ -44,6 +54,10 @@ MAX_VALUES_PER_DOCUMENT = 1_000_000
 MAX_DEPTH = 100
 MAX_LINE_MAP_ENTRIES = 200_000
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+#: The message of an unknown-field finding (the API server's strict decoding says ``unknown field "PATH"``).
+UNKNOWN_FIELD = "unknown field"
+#: A line that starts a YAML document (``---`` followed by a blank, a comment, content or the end).
+_DOCUMENT_START = re.compile(r"^---(?=[ \t\r\n]|$)", re.MULTILINE)
 
 
 class _Loader(yaml.SafeLoader):
@@ -78,20 +92,42 @@ class Document:
 
 
 @attrs.frozen
-class ManifestResult:
-    """The valid pods of a manifest (defaulted, and transformed if asked) and the problems found."""
+class DocumentResult:
+    """The verdict on one document of a manifest: its valid pods, errors and warnings."""
 
+    #: 1-based position among the file's non-empty documents (a document that does not parse counts).
+    number: int
+    #: The line the document starts on.
+    line: int
     pods: tuple[Pod, ...] = ()
     errors: tuple[ManifestError, ...] = ()
+    warnings: tuple[ManifestError, ...] = ()
 
     @property
     def ok(self) -> bool:
         return not self.errors
 
 
-def _line_map(root: Node) -> dict[FieldPath, int]:
+@attrs.frozen
+class ManifestResult:
+    """The valid pods of a manifest (defaulted, and transformed if asked) and the problems found, overall
+    (``errors`` includes the documents' errors, sorted by line) and per document."""
+
+    pods: tuple[Pod, ...] = ()
+    errors: tuple[ManifestError, ...] = ()
+    #: Findings that do not stop the pod (unknown fields unless ``strict``), sorted by line.
+    warnings: tuple[ManifestError, ...] = ()
+    documents: tuple[DocumentResult, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def _line_map(root: Node, offset: int = 0) -> dict[FieldPath, int]:
     """Path -> line for every key and list item, bounded in depth and size (aliases can make the node
-    graph cyclic or exponentially large; such documents are rejected later, but must not hang here)."""
+    graph cyclic or exponentially large; such documents are rejected later, but must not hang here).
+    ``offset`` is the number of lines before the parsed text in its file."""
     lines: dict[FieldPath, int] = {}
     stack: list[tuple[Node, FieldPath]] = [(root, ())]
     while stack and len(lines) < MAX_LINE_MAP_ENTRIES:
@@ -104,13 +140,13 @@ def _line_map(root: Node) -> dict[FieldPath, int]:
                     continue
                 child = (*path, str(key_node.value))
                 if child not in lines:
-                    lines[child] = key_node.start_mark.line + 1
+                    lines[child] = key_node.start_mark.line + 1 + offset
                     stack.append((value_node, child))
         elif isinstance(node, SequenceNode):
             for i, item in enumerate(node.value):
                 child = (*path, i)
                 if child not in lines:
-                    lines[child] = item.start_mark.line + 1
+                    lines[child] = item.start_mark.line + 1 + offset
                     stack.append((item, child))
     return lines
 
@@ -160,7 +196,7 @@ def _normalise(value: Any, path: FieldPath, budget: list[int], stack: set[int]) 
     raise DecodeError(path, f"{type(value).__name__} values are not allowed in a manifest")
 
 
-def _yaml_error(file: str, text: str, err: yaml.YAMLError) -> ManifestError:
+def _yaml_error(file: str, text: str, err: yaml.YAMLError, offset: int = 0) -> ManifestError:
     mark = getattr(err, "problem_mark", None)
     context = getattr(err, "context_mark", None)
     if mark is None or (context is not None and mark.index >= len(text.rstrip())):
@@ -168,22 +204,27 @@ def _yaml_error(file: str, text: str, err: yaml.YAMLError) -> ManifestError:
     line = min(mark.line + 1, text.count("\n") + 1) if mark is not None else 1
     problem = getattr(err, "problem", None)
     message = f"invalid YAML: {problem}" if problem else f"invalid YAML: {err}"
-    return ManifestError(file, line, (), message)
+    return ManifestError(file, line + offset, (), message)
 
 
-def _yaml_documents(text: str, file: str) -> Iterator[Document]:
-    loader = _Loader(text)
+def _yaml_documents(text: str, file: str, *, offset: int = 0, first_index: int = 0) -> Iterator[Document]:
+    """The non-empty documents of ``text`` (which starts after ``offset`` lines of its file), numbered
+    from ``first_index``. Raises :class:`ManifestError` at the first problem."""
     try:
-        index = 0
+        loader = _Loader(text)
+    except yaml.YAMLError as err:  # a character YAML does not allow
+        raise _yaml_error(file, text, err, offset) from None
+    try:
+        index = first_index
         while loader.check_node():
             node = loader.get_node()
             if node is None:
                 continue
             data = loader.construct_document(node)
-            first_line = node.start_mark.line + 1
+            first_line = node.start_mark.line + 1 + offset
             if data is None:
                 continue  # an empty document (``---`` with nothing after it)
-            lines = _line_map(node)
+            lines = _line_map(node, offset)
             doc = Document(file, index, None, first_line, lines)
             try:
                 data = _normalise(data, (), [MAX_VALUES_PER_DOCUMENT], set())
@@ -191,8 +232,55 @@ def _yaml_documents(text: str, file: str) -> Iterator[Document]:
                 raise doc.error(err.path, err.message) from None
             yield attrs.evolve(doc, data=data)
             index += 1
+    except yaml.YAMLError as err:
+        raise _yaml_error(file, text, err, offset) from None
     finally:
         loader.dispose()
+
+
+@attrs.frozen
+class _Unreadable:
+    """A document that cannot be parsed, and the line it starts on."""
+
+    first_line: int
+    error: ManifestError
+
+
+def _yaml_parts(text: str, file: str) -> list[Document | _Unreadable]:
+    """Every document of a YAML stream, or the problem of each document that cannot be read.
+
+    The stream is parsed as a whole; if that fails, it is split at its ``---`` lines (YAML forbids them
+    inside a document's content) and each part is parsed on its own, so that a syntax error in one
+    document is reported with the others still checked.
+    """
+    try:
+        return list(_yaml_documents(text, file))
+    except ManifestError:
+        pass
+    out: list[Document | _Unreadable] = []
+    starts = [0, *(m.start() for m in _DOCUMENT_START.finditer(text) if m.start() > 0)]
+    for begin, end in zip(starts, [*starts[1:], len(text)], strict=True):
+        part = text[begin:end]
+        offset = text.count("\n", 0, begin)
+        try:
+            out.extend(_yaml_documents(part, file, offset=offset, first_index=len(out)))
+        except ManifestError as err:
+            out.append(_Unreadable(offset + _first_content_line(part), err))
+    return out
+
+
+def _first_content_line(part: str) -> int:
+    """1-based line within ``part`` of its first line of content (not the ``---`` marker, a blank line or a
+    comment); 1 if there is none."""
+    for number, line in enumerate(part.splitlines(), 1):
+        text = line.strip()
+        if (
+            text
+            and not text.startswith("#")
+            and not (number == 1 and _DOCUMENT_START.match(line) and text == "---")
+        ):
+            return number
+    return 1
 
 
 def _reject_constant(name: str) -> Any:
@@ -229,9 +317,10 @@ def read_manifest_bytes(path: str) -> bytes:
     return content
 
 
-def load_documents(content: bytes | str, *, file: str) -> list[Document]:
-    """Split a manifest into documents. JSON (content starting with ``{``) is read as one document;
-    anything else as (multi-document) YAML. Raises :class:`ManifestError` on a syntax error."""
+def _load(content: bytes | str, file: str) -> list[Document | _Unreadable]:
+    """Split a manifest into documents, each read or failed on its own. JSON (content starting with ``{``)
+    is read as one document; anything else as (multi-document) YAML. Raises :class:`ManifestError` for
+    problems of the whole content (too large, not UTF-8)."""
     if isinstance(content, bytes):
         if len(content) > MAX_MANIFEST_BYTES:
             raise manifest_too_large(file)
@@ -249,12 +338,21 @@ def load_documents(content: bytes | str, *, file: str) -> list[Document]:
             except ValueError as err:  # JSONDecodeError, or a NaN/Infinity constant
                 line = getattr(err, "lineno", 1)
                 message = getattr(err, "msg", str(err))
-                raise ManifestError(file, line, (), f"invalid JSON: {message}") from None
-        return list(_yaml_documents(text, file))
-    except yaml.YAMLError as err:
-        raise _yaml_error(file, text, err) from None
+                return [_Unreadable(1, ManifestError(file, line, (), f"invalid JSON: {message}"))]
+        return _yaml_parts(text, file)
     except RecursionError:
         raise ManifestError(file, 1, (), "manifest is nested too deeply") from None
+
+
+def load_documents(content: bytes | str, *, file: str) -> list[Document]:
+    """Split a manifest into documents. JSON (content starting with ``{``) is read as one document;
+    anything else as (multi-document) YAML. Raises :class:`ManifestError` on the first syntax error."""
+    documents: list[Document] = []
+    for part in _load(content, file):
+        if isinstance(part, _Unreadable):
+            raise part.error
+        documents.append(part)
+    return documents
 
 
 def _check_type(doc: Document, kinds: tuple[str, ...]) -> str:
@@ -292,50 +390,97 @@ def _decode(doc: Document, allow_lists: bool) -> list[tuple[Pod, FieldPath]]:
     return out
 
 
+def _prepare_for_create(pod: Pod) -> Pod:
+    """What the API server does to a new pod before validating it: a negative grace period becomes 1 s
+    (the pod registry's create strategy), and the deletion fields of a pod not yet created are cleared."""
+    spec = pod.spec
+    grace = spec.termination_grace_period_seconds if spec is not None else None
+    if spec is not None and grace is not None and grace < 0:
+        pod = attrs.evolve(pod, spec=attrs.evolve(spec, termination_grace_period_seconds=1))
+    meta = pod.metadata
+    if meta is not None and (meta.deletion_timestamp, meta.deletion_grace_period_seconds) != (None, None):
+        meta = attrs.evolve(meta, deletion_timestamp=None, deletion_grace_period_seconds=None)
+        pod = attrs.evolve(pod, metadata=meta)
+    return pod
+
+
+def _check_document(
+    doc: Document, allow_lists: bool, strict: bool, prepare: Callable[[Pod], Pod] | None
+) -> DocumentResult:
+    pods: list[Pod] = []
+    errors: list[ManifestError] = []
+    warnings: list[ManifestError] = []
+    unknown: list[FieldPath] = []
+    wrong_types: list[DecodeError] = []
+    if isinstance(doc.data, dict):
+        kind = doc.data.get("kind")
+        schema = "PodList" if allow_lists and kind in ("PodList", "List") else "Pod"
+        unknown = unknown_fields(doc.data, schema)
+        (errors if strict else warnings).extend(doc.error(path, UNKNOWN_FIELD) for path in unknown)
+        wrong_types = type_errors(doc.data, schema)
+    decoded: list[tuple[Pod, FieldPath]] = []
+    try:
+        decoded = _decode(doc, allow_lists)
+    except ManifestError as err:
+        if all(err.path != wrong.path for wrong in wrong_types):  # else it is reported below
+            errors.append(err)
+    if wrong_types:  # all of them, where decoding stops at the first
+        errors.extend(doc.error(err.path, err.message) for err in wrong_types)
+        decoded = []
+    for pod, prefix in decoded:
+        defaulted = _prepare_for_create(default_pod(pod))
+        problems = validate_pod(defaulted)
+        if not problems and prepare is not None:
+            defaulted = prepare(defaulted)
+            problems = validate_pod(defaulted)
+        if problems:
+            errors.extend(doc.error((*prefix, *p.path), p.message) for p in problems)
+        elif not (strict and any(path[: len(prefix)] == prefix for path in unknown)):
+            pods.append(defaulted)
+    errors.sort(key=lambda e: e.line)
+    warnings.sort(key=lambda e: e.line)
+    return DocumentResult(doc.index + 1, doc.first_line, tuple(pods), tuple(errors), tuple(warnings))
+
+
 def parse_manifest(
     content: bytes | str,
     *,
     file: str,
     allow_lists: bool = False,
     prepare: Callable[[Pod], Pod] | None = None,
+    strict: bool = False,
 ) -> ManifestResult:
     """Load, decode, default, ``prepare`` (e.g. turn into a static pod) and validate every pod.
 
     Documents that are empty are skipped; a manifest with no document at all is an error. With
-    ``allow_lists`` a document may also be a ``PodList`` or ``List`` (the HTTP source's formats).
+    ``allow_lists`` a document may also be a ``PodList`` or ``List`` (the HTTP source's formats). Unknown
+    fields are warnings, or errors with ``strict``.
     """
     try:
-        documents = load_documents(content, file=file)
+        parts = _load(content, file)
     except ManifestError as err:
         return ManifestResult(errors=(err,))
-    if not documents:
+    if not parts:
         return ManifestResult(errors=(ManifestError(file, 1, (), "no pod manifest in file (it is empty)"),))
-    pods: list[Pod] = []
-    errors: list[ManifestError] = []
-    for doc in documents:
-        try:
-            decoded = _decode(doc, allow_lists)
-        except ManifestError as err:
-            errors.append(err)
-            continue
-        for pod, prefix in decoded:
-            defaulted = default_pod(pod)
-            problems = validate_pod(defaulted)
-            if not problems and prepare is not None:
-                defaulted = prepare(defaulted)
-                problems = validate_pod(defaulted)
-            if problems:
-                errors.extend(doc.error((*prefix, *p.path), p.message) for p in problems)
-            else:
-                pods.append(defaulted)
-    errors.sort(key=lambda e: e.line)
-    return ManifestResult(tuple(pods), tuple(errors))
+    documents: list[DocumentResult] = []
+    for number, part in enumerate(parts, 1):
+        if isinstance(part, _Unreadable):
+            documents.append(DocumentResult(number, part.first_line, errors=(part.error,)))
+        else:
+            documents.append(_check_document(part, allow_lists, strict, prepare))
+    return ManifestResult(
+        pods=tuple(pod for d in documents for pod in d.pods),
+        errors=tuple(sorted((e for d in documents for e in d.errors), key=lambda e: e.line)),
+        warnings=tuple(sorted((w for d in documents for w in d.warnings), key=lambda e: e.line)),
+        documents=tuple(documents),
+    )
 
 
 def read_manifest_file(
     path: str | os.PathLike[str],
     *,
     prepare: Callable[[Pod], Pod] | None = None,
+    strict: bool = False,
 ) -> ManifestResult:
     """Read and :func:`parse_manifest` one file (blocking; call through ``trio.to_thread`` from async)."""
     name = os.fspath(path)
@@ -345,4 +490,4 @@ def read_manifest_file(
         return ManifestResult(errors=(err,))
     except OSError as err:
         return ManifestResult(errors=(ManifestError(name, 1, (), f"cannot read: {err.strerror or err}"),))
-    return parse_manifest(content, file=name, prepare=prepare)
+    return parse_manifest(content, file=name, prepare=prepare, strict=strict)

@@ -11,6 +11,14 @@ from kubelet_trio.api.status import PodStatus
 from kubelet_trio.api.volume import Volume
 
 __all__ = [
+    "API_SOURCE",
+    "CONFIG_MIRROR_ANNOTATION",
+    "CONFIG_SOURCE_ANNOTATION",
+    "FAILED",
+    "PENDING",
+    "RUNNING",
+    "SUCCEEDED",
+    "TERMINAL_PHASES",
     "HostAlias",
     "Pod",
     "PodDNSConfig",
@@ -115,6 +123,21 @@ class PodSpec(Model):
         return (self.init_containers or ()) + (self.containers or ()) + (self.ephemeral_containers or ())
 
 
+#: Pod phases (``v1.PodPhase``); a pod in a terminal phase never runs again.
+PENDING = "Pending"
+RUNNING = "Running"
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+TERMINAL_PHASES = frozenset({SUCCEEDED, FAILED})
+
+#: Where a pod came from (``file``, ``http`` or ``api``), set by the kubelet's config sources; a pod from
+#: any source but the API server is a static pod (Go: ``kubetypes.ConfigSourceAnnotationKey``).
+CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
+#: Marks the API server's copy of a static pod (Go: ``kubetypes.ConfigMirrorAnnotationKey``).
+CONFIG_MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+API_SOURCE = "api"
+
+
 @model
 class Pod(Model):
     api_version: str | None = field()
@@ -143,6 +166,22 @@ class Pod(Model):
     @property
     def annotations(self) -> dict[str, str]:
         return dict((self.metadata.annotations if self.metadata else None) or {})
+
+    @property
+    def is_static(self) -> bool:
+        """A pod from a file or URL, not the API server (Go: ``kubetypes.IsStaticPod``)."""
+        annotations = (self.metadata.annotations if self.metadata else None) or {}
+        return annotations.get(CONFIG_SOURCE_ANNOTATION, API_SOURCE) != API_SOURCE
+
+    @property
+    def is_mirror(self) -> bool:
+        """The API server's copy of a static pod (Go: ``kubetypes.IsMirrorPod``)."""
+        return CONFIG_MIRROR_ANNOTATION in ((self.metadata.annotations if self.metadata else None) or {})
+
+    @property
+    def is_terminal(self) -> bool:
+        """Its reported phase is Succeeded or Failed: it will not run again."""
+        return bool(self.status and self.status.phase in TERMINAL_PHASES)
 
 
 @model

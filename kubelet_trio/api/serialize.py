@@ -4,9 +4,14 @@ Every model is an ``@model`` class (frozen attrs, keyword-only, every field defa
 "absent"). A field's JSON name is its camelCased Python name unless ``field(json=...)`` says otherwise.
 Anything the model does not know - unknown keys, and explicit ``null`` values - is kept verbatim in
 ``extra`` so that ``to_dict(from_dict(d)) == d`` for every well-typed input: an object can pass through the
-kubelet without losing fields a newer API server added. Supported annotations: ``str``, ``int``, ``bool``,
-``int | str`` (IntOrString), :class:`Quantity`, another model, ``tuple[X, ...]`` (a JSON list),
-``dict[str, X]`` (a JSON object) and ``Any`` (kept opaque), each ``| None``.
+kubelet without losing fields a newer API server added (which of those keys are unknown to the API as a
+whole is :mod:`kubelet_trio.api.strict`'s question). A ``null`` *item* of a list or map is different: it
+decodes to the item type's zero value (``""``, ``0``, ``false``, an empty object), as Go's JSON decoding
+into a typed slice or map does - so ``command: [null]`` is ``[""]`` here as on the API server.
+
+Supported annotations: ``str``, ``int``, ``bool``, ``int | str`` (IntOrString), :class:`Quantity`, another
+model, ``tuple[X, ...]`` (a JSON list), ``dict[str, X]`` (a JSON object) and ``Any`` (kept opaque), each
+``| None``.
 """
 
 from __future__ import annotations
@@ -124,6 +129,25 @@ def _strip_optional(tp: Any) -> Any:
     return tp
 
 
+def _zero(tp: Any) -> Any:
+    """The JSON that decodes to the zero value of ``tp`` (what Go leaves in a typed slot given ``null``)."""
+    tp = _strip_optional(tp)
+    if tp is str:
+        return ""
+    if tp is bool:
+        return False
+    if tp is int or isinstance(tp, tuple):  # IntOrString: Go decodes null as the integer 0
+        return 0
+    if tp is Quantity:
+        return "0"
+    origin = typing.get_origin(tp)
+    if origin is tuple:
+        return []
+    if origin is dict or (isinstance(tp, type) and issubclass(tp, Model)):
+        return {}
+    return None  # Any: kept as null
+
+
 def _codec(tp: Any) -> tuple[Decoder, Encoder]:
     tp = _strip_optional(tp)
     if tp is Any:
@@ -142,21 +166,29 @@ def _codec(tp: Any) -> tuple[Decoder, Encoder]:
         return _decode_quantity, Quantity.to_json
     origin = typing.get_origin(tp)
     if origin is tuple:
-        item_decode, item_encode = _codec(typing.get_args(tp)[0])
+        item_type = typing.get_args(tp)[0]
+        item_decode, item_encode = _codec(item_type)
+        item_zero = _zero(item_type)
 
         def decode_list(value: Any, path: FieldPath) -> tuple[Any, ...]:
             if not isinstance(value, list | tuple):
                 raise DecodeError(path, f"expected array, got {_type_name(value)}")
-            return tuple(item_decode(item, (*path, i)) for i, item in enumerate(value))
+            return tuple(
+                item_decode(item_zero if item is None else item, (*path, i)) for i, item in enumerate(value)
+            )
 
         return decode_list, lambda value: [item_encode(item) for item in value]
     if origin is dict:
-        value_decode, value_encode = _codec(typing.get_args(tp)[1])
+        value_type = typing.get_args(tp)[1]
+        value_decode, value_encode = _codec(value_type)
+        value_zero = _zero(value_type)
 
         def decode_map(value: Any, path: FieldPath) -> dict[str, Any]:
             if not isinstance(value, dict):
                 raise DecodeError(path, f"expected object, got {_type_name(value)}")
-            return {k: value_decode(v, (*path, MapKey(k))) for k, v in value.items()}
+            return {
+                k: value_decode(value_zero if v is None else v, (*path, MapKey(k))) for k, v in value.items()
+            }
 
         return decode_map, lambda value: {k: value_encode(v) for k, v in value.items()}
     if isinstance(tp, type) and issubclass(tp, Model):

@@ -11,6 +11,7 @@ import ipaddress
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
 from typing import Any
 
 from kubelet_trio.api.container import (
@@ -22,6 +23,7 @@ from kubelet_trio.api.container import (
     ObjectFieldSelector,
     Probe,
     ResourceFieldSelector,
+    SecurityContext,
     TCPSocketAction,
 )
 from kubelet_trio.api.errors import FieldError, FieldPath, MapKey
@@ -55,6 +57,9 @@ HOST_PATH_TYPES = (
     "BlockDevice",
 )
 MOUNT_PROPAGATIONS = ("None", "HostToContainer", "Bidirectional")
+SECCOMP_TYPES = ("Localhost", "RuntimeDefault", "Unconfined")
+FS_GROUP_CHANGE_POLICIES = ("OnRootMismatch", "Always")
+OS_NAMES = ("linux", "windows")
 URI_SCHEMES = ("HTTP", "HTTPS")
 TOLERATION_OPERATORS = ("Exists", "Equal")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -88,8 +93,12 @@ MAX_INT32 = 2**31 - 1
 MIN_TOKEN_EXPIRATION = 600
 MAX_TOKEN_EXPIRATION = 2**32
 MAX_ANNOTATIONS_BYTES = 256 * 1024
+_BYTE_DIVISOR_NAMES = ("1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi", "1Ei")
+_BYTE_DIVISORS = frozenset(Quantity(d).value for d in _BYTE_DIVISOR_NAMES)
 _SUBSCRIPTED = re.compile(r"^metadata\.(labels|annotations)\['(.*)'\]$")
 _CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+_SYSCTL = re.compile(r"([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?")
+_HTTP_HEADER_NAME = re.compile(r"[-A-Za-z0-9]+")
 
 
 def _show(value: Any) -> str:
@@ -260,6 +269,32 @@ def _validate_spec(errs: _Errors, spec: PodSpec, path: FieldPath) -> None:
         errs.in_range((*sc_path, "runAsUser"), spec.security_context.run_as_user, 0, MAX_INT32)
         errs.in_range((*sc_path, "runAsGroup"), spec.security_context.run_as_group, 0, MAX_INT32)
         errs.in_range((*sc_path, "fsGroup"), spec.security_context.fs_group, 0, MAX_INT32)
+        for i, group in enumerate(spec.security_context.supplemental_groups or ()):
+            errs.in_range((*sc_path, "supplementalGroups", i), group, 0, MAX_INT32)
+        policy = spec.security_context.fs_group_change_policy
+        if policy is not None and policy not in FS_GROUP_CHANGE_POLICIES:
+            errs.unsupported((*sc_path, "fsGroupChangePolicy"), policy, FS_GROUP_CHANGE_POLICIES)
+        _validate_seccomp(errs, spec.security_context.seccomp_profile, (*sc_path, "seccompProfile"))
+        seen_sysctls: set[str] = set()
+        for i, sysctl in enumerate(spec.security_context.sysctls or ()):
+            npath = (*sc_path, "sysctls", i, "name")
+            if not sysctl.name:
+                errs.required(npath)
+            elif len(sysctl.name) > 253 or not _SYSCTL.fullmatch(sysctl.name):
+                errs.invalid(
+                    npath, sysctl.name, f"must have at most 253 characters and match regex {_SYSCTL.pattern}"
+                )
+            elif sysctl.name in seen_sysctls:
+                errs.duplicate(npath, sysctl.name)
+            else:
+                seen_sysctls.add(sysctl.name)
+    pod_os = spec.extra.get("os")  # not modelled: the kubelet runs Linux pods only
+    os_name = pod_os.get("name") if isinstance(pod_os, Mapping) else None
+    if isinstance(pod_os, Mapping) and os_name not in OS_NAMES:
+        if os_name:
+            errs.unsupported((*path, "os", "name"), os_name, OS_NAMES)
+        else:
+            errs.required((*path, "os", "name"))
 
 
 def _validate_ip(errs: _Errors, ip: str | None, path: FieldPath) -> None:
@@ -353,6 +388,8 @@ def _validate_container(
         _validate_env_var(errs, var, (*path, "env", i))
     for i, source in enumerate(c.env_from or ()):
         spath = (*path, "envFrom", i)
+        if source.prefix:
+            _validate_env_name(errs, source.prefix, (*spath, "prefix"))
         refs = [r for r in (source.config_map_ref, source.secret_ref) if r is not None]
         if len(refs) != 1:
             errs.invalid(spath, "", "must specify one of: `configMapRef` or `secretRef`")
@@ -389,13 +426,51 @@ def _validate_container(
     ):
         probe = getattr(c, attr)
         if probe is not None:
-            _validate_probe(errs, probe, (*path, name), single_success=name != "readinessProbe")
+            readiness = name == "readinessProbe"
+            _validate_probe(errs, probe, (*path, name), single_success=not readiness, readiness=readiness)
     if c.lifecycle is not None:
         _validate_lifecycle(errs, c.lifecycle, (*path, "lifecycle"))
     if c.security_context is not None:
-        sc_path = (*path, "securityContext")
-        errs.in_range((*sc_path, "runAsUser"), c.security_context.run_as_user, 0, MAX_INT32)
-        errs.in_range((*sc_path, "runAsGroup"), c.security_context.run_as_group, 0, MAX_INT32)
+        _validate_container_security(errs, c.security_context, (*path, "securityContext"))
+    for i, mount in enumerate(c.volume_mounts or ()):
+        privileged = c.security_context is not None and c.security_context.privileged
+        if mount.mount_propagation == "Bidirectional" and not privileged:
+            errs.forbidden(
+                (*path, "volumeMounts", i, "mountPropagation"),
+                "Bidirectional mount propagation is available only to privileged containers",
+            )
+
+
+def _validate_container_security(errs: _Errors, sc: SecurityContext, path: FieldPath) -> None:
+    errs.in_range((*path, "runAsUser"), sc.run_as_user, 0, MAX_INT32)
+    errs.in_range((*path, "runAsGroup"), sc.run_as_group, 0, MAX_INT32)
+    _validate_seccomp(errs, sc.seccomp_profile, (*path, "seccompProfile"))
+    if sc.allow_privilege_escalation is False:
+        if sc.privileged:
+            errs.invalid(path, "", "cannot set `allowPrivilegeEscalation` to false and `privileged` to true")
+        if sc.capabilities is not None and "CAP_SYS_ADMIN" in (sc.capabilities.add or ()):
+            errs.invalid(
+                path,
+                "",
+                "cannot set `allowPrivilegeEscalation` to false and `capabilities.Add` CAP_SYS_ADMIN",
+            )
+
+
+def _validate_seccomp(errs: _Errors, profile: Any, path: FieldPath) -> None:
+    """``seccompProfile`` (kept opaque by the model; its members' types are checked when decoding)."""
+    if not isinstance(profile, Mapping):
+        return
+    kind, localhost = profile.get("type"), profile.get("localhostProfile")
+    if not kind:
+        errs.required((*path, "type"))
+    elif kind not in SECCOMP_TYPES:
+        errs.unsupported((*path, "type"), kind, SECCOMP_TYPES)
+    elif kind == "Localhost" and not localhost:
+        errs.required((*path, "localhostProfile"), "must be set when seccomp type is Localhost")
+    if kind != "Localhost" and localhost is not None:
+        errs.invalid((*path, "localhostProfile"), localhost, "can only be set when seccomp type is Localhost")
+    if isinstance(localhost, str) and localhost:
+        _validate_relative_path(errs, localhost, (*path, "localhostProfile"))
 
 
 def _validate_ports(errs: _Errors, c: Container, path: FieldPath) -> None:
@@ -415,20 +490,24 @@ def _validate_ports(errs: _Errors, c: Container, path: FieldPath) -> None:
         if port.host_port:
             errs.in_range((*ppath, "hostPort"), port.host_port, 1, 65535)
         errs.one_of((*ppath, "protocol"), port.protocol, PROTOCOLS)
-        if port.host_ip:
-            _validate_ip(errs, port.host_ip, (*ppath, "hostIP"))
+
+
+def _validate_env_name(errs: _Errors, name: str, path: FieldPath) -> None:
+    """The relaxed rule of Kubernetes 1.30+ (RelaxedEnvironmentVariableValidation, on from 1.32)."""
+    if "=" in name or not name.isprintable() or not name.isascii():
+        errs.invalid(
+            path,
+            name,
+            "a valid environment variable name must consist only of printable ASCII characters "
+            "other than '='",
+        )
 
 
 def _validate_env_var(errs: _Errors, var: EnvVar, path: FieldPath) -> None:
     if not var.name:
         errs.required((*path, "name"))
-    elif "=" in var.name or not var.name.isprintable() or not var.name.isascii():
-        errs.invalid(
-            (*path, "name"),
-            var.name,
-            "a valid environment variable name must consist only of printable ASCII characters "
-            "other than '='",
-        )
+    else:
+        _validate_env_name(errs, var.name, (*path, "name"))
     source = var.value_from
     if source is None:
         return
@@ -443,7 +522,8 @@ def _validate_env_var(errs: _Errors, var: EnvVar, path: FieldPath) -> None:
         )
         if k is not None
     ]
-    kinds += [v for v in source.extra.values() if v is not None]
+    if source.extra.get("fileKeyRef") is not None:  # newer than the model; any other extra is unknown
+        kinds.append(source.extra["fileKeyRef"])
     if len(kinds) != 1:
         errs.invalid(
             spath,
@@ -474,6 +554,10 @@ def _validate_env_var(errs: _Errors, var: EnvVar, path: FieldPath) -> None:
                 ref.key,
                 "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
             )
+        elif ref.key in (".", ".."):
+            errs.invalid((*rpath, "key"), ref.key, f"must not be '{ref.key}'")
+        elif ref.key.startswith(".."):
+            errs.invalid((*rpath, "key"), ref.key, "must not start with '..'")
 
 
 def _validate_field_selector(
@@ -504,8 +588,23 @@ def _validate_resource_selector(
         ("limits.hugepages-", "requests.hugepages-")
     ):
         errs.unsupported((*path, "resource"), selector.resource, RESOURCE_FIELD_RESOURCES)
-    if selector.divisor is not None and selector.divisor.value <= 0:
-        errs.invalid((*path, "divisor"), str(selector.divisor), "must be greater than 0")
+    _validate_divisor(errs, selector, (*path, "divisor"))
+
+
+def _validate_divisor(errs: _Errors, selector: ResourceFieldSelector, path: FieldPath) -> None:
+    """Go's ``validateContainerResourceDivisor``: a zero divisor means unset; otherwise only the units the
+    downward API can express for that resource (the reported value is the resource's name, as Go does)."""
+    divisor, resource = selector.divisor, selector.resource or ""
+    if divisor is None or divisor.is_zero():
+        return
+    name = resource.split(".", 1)[-1]
+    if name == "cpu" and divisor.value not in (Decimal("0.001"), 1):
+        errs.invalid(path, resource, "only divisor's values 1m and 1 are supported with the cpu resource")
+    elif (name in ("memory", "ephemeral-storage") or name.startswith("hugepages-")) and (
+        divisor.value not in _BYTE_DIVISORS
+    ):
+        units = ", ".join(_BYTE_DIVISOR_NAMES)
+        errs.invalid(path, resource, f"only divisor's values {units} are supported with the {name} resource")
 
 
 def _validate_resources(errs: _Errors, c: Container, path: FieldPath) -> None:
@@ -519,15 +618,34 @@ def _validate_resources(errs: _Errors, c: Container, path: FieldPath) -> None:
                 errs.invalid((*path, kind), name, problem)
             if quantity.value < 0:
                 errs.invalid(qpath, quantity.canonical(), "must be greater than or equal to 0")
+            elif _is_extended(name) and quantity.value != quantity.value.to_integral_value():
+                errs.invalid(qpath, quantity.canonical(), "must be an integer")
     limits: Mapping[str, Quantity] = resources.limits or {}
     for name, request in (resources.requests or {}).items():
         limit = limits.get(name)
-        if limit is not None and request > limit:
+        if limit is None and _is_extended(name):
+            errs.required(
+                (*path, "limits", MapKey(name)), "Limit must be set for non overcommitable resources"
+            )
+        elif limit is not None and _is_extended(name) and request != limit:
+            errs.invalid(
+                (*path, "requests", MapKey(name)),
+                request.canonical(),
+                f"must be equal to {name} limit of {limit.canonical()}",
+            )
+        elif limit is not None and request > limit:
             errs.invalid(
                 (*path, "requests", MapKey(name)),
                 request.canonical(),
                 f"must be less than or equal to {name} limit of {limit.canonical()}",
             )
+
+
+def _is_extended(name: str) -> bool:
+    """Go's ``IsExtendedResourceName``: a prefixed name outside ``kubernetes.io/`` (``example.com/gpu``),
+    counted in whole units and never overcommitted. Unprefixed names are native (cpu, memory, ...)."""
+    native = "/" not in name or "kubernetes.io/" in name
+    return not native and not name.startswith("requests.")
 
 
 def _handlers(handler: Probe | LifecycleHandler) -> list[str]:
@@ -578,10 +696,25 @@ def _validate_http_get(errs: _Errors, action: HTTPGetAction, path: FieldPath) ->
     for i, header in enumerate(action.http_headers or ()):
         if not header.name:
             errs.required((*path, "httpHeaders", i, "name"))
+        elif not _HTTP_HEADER_NAME.fullmatch(header.name):
+            errs.invalid(
+                (*path, "httpHeaders", i, "name"),
+                header.name,
+                "a valid HTTP header must consist of alphanumeric characters or '-' "
+                f"(e.g. 'X-Header-Name', regex used for validation is '{_HTTP_HEADER_NAME.pattern}')",
+            )
 
 
-def _validate_probe(errs: _Errors, probe: Probe, path: FieldPath, *, single_success: bool) -> None:
+def _validate_probe(
+    errs: _Errors, probe: Probe, path: FieldPath, *, single_success: bool, readiness: bool = False
+) -> None:
     _validate_handler(errs, probe, path)
+    if readiness and probe.termination_grace_period_seconds is not None:
+        errs.invalid(
+            (*path, "terminationGracePeriodSeconds"),
+            probe.termination_grace_period_seconds,
+            "must not be set for readinessProbes",
+        )
     for attr, name in (
         ("initial_delay_seconds", "initialDelaySeconds"),
         ("timeout_seconds", "timeoutSeconds"),
@@ -604,11 +737,17 @@ def _validate_lifecycle(errs: _Errors, lifecycle: Lifecycle, path: FieldPath) ->
             _validate_handler(errs, handler, (*path, name))
 
 
-def _validate_relative_path(errs: _Errors, value: str, path: FieldPath) -> None:
+def _validate_relative_path(
+    errs: _Errors, value: str, path: FieldPath, *, non_reserved: bool = False
+) -> None:
+    """Go's ``validateLocalDescendingPath``; ``non_reserved`` adds ``ValidateLocalNonReservedPath``'s rule
+    (the atomic writer keeps its ``..data`` links beside the files of configMap/secret/downward volumes)."""
     if value.startswith("/"):
         errs.invalid(path, value, "must be a relative path")
     if ".." in value.split("/"):
         errs.invalid(path, value, "must not contain '..'")
+    if non_reserved and value.startswith(".."):
+        errs.invalid(path, value, "must not start with '..'")
 
 
 def _validate_mode(errs: _Errors, mode: int | None, path: FieldPath) -> None:
@@ -624,7 +763,7 @@ def _validate_items(errs: _Errors, items: Iterable[KeyToPath] | None, path: Fiel
         if not item.path:
             errs.required((*ipath, "path"))
         else:
-            _validate_relative_path(errs, item.path, (*ipath, "path"))
+            _validate_relative_path(errs, item.path, (*ipath, "path"), non_reserved=True)
         _validate_mode(errs, item.mode, (*ipath, "mode"))
 
 
@@ -636,7 +775,7 @@ def _validate_downward_items(
         if not item.path:
             errs.required((*ipath, "path"))
         else:
-            _validate_relative_path(errs, item.path, (*ipath, "path"))
+            _validate_relative_path(errs, item.path, (*ipath, "path"), non_reserved=True)
         _validate_mode(errs, item.mode, (*ipath, "mode"))
         if (item.field_ref is None) == (item.resource_field_ref is None):
             errs.invalid(ipath, "", "must specify exactly one of: `fieldRef` or `resourceFieldRef`")
@@ -668,11 +807,23 @@ def _validate_volumes(errs: _Errors, volumes: Iterable[Volume], path: FieldPath)
     return by_name
 
 
+def _validate_object_name(errs: _Errors, name: str | None, path: FieldPath) -> None:
+    """The name of a configMap or secret a volume reads: required, and not checked as a DNS name by the API
+    server - but the kubelet fetches it by a URL path, so (like client-go, which refuses to build such a
+    request) it must be a valid path segment."""
+    if not name:
+        errs.required(path)
+    elif name in (".", ".."):
+        errs.invalid(path, name, f"may not be '{name}'")
+    else:
+        for bad in ("/", "%"):
+            if bad in name:
+                errs.invalid(path, name, f"may not contain '{bad}'")
+
+
 def _validate_volume_source(errs: _Errors, volume: Volume, path: FieldPath) -> None:
     if volume.empty_dir is not None:
-        medium = volume.empty_dir.medium or ""
-        if medium not in ("", "Memory", "HugePages") and not medium.startswith("HugePages-"):
-            errs.unsupported((*path, "emptyDir", "medium"), medium, ("", "Memory", "HugePages"))
+        # The medium is not validated (an unknown one fails at mount time, as in Go).
         size = volume.empty_dir.size_limit
         if size is not None and size.value < 0:
             errs.invalid(
@@ -686,12 +837,12 @@ def _validate_volume_source(errs: _Errors, volume: Volume, path: FieldPath) -> N
             errs.unsupported((*hpath, "type"), volume.host_path.type, HOST_PATH_TYPES)
     if volume.config_map is not None:
         cpath = (*path, "configMap")
-        errs.name((*cpath, "name"), volume.config_map.name, is_dns1123_subdomain)
+        _validate_object_name(errs, volume.config_map.name, (*cpath, "name"))
         _validate_mode(errs, volume.config_map.default_mode, (*cpath, "defaultMode"))
         _validate_items(errs, volume.config_map.items, (*cpath, "items"))
     if volume.secret is not None:
         spath = (*path, "secret")
-        errs.name((*spath, "secretName"), volume.secret.secret_name, is_dns1123_subdomain)
+        _validate_object_name(errs, volume.secret.secret_name, (*spath, "secretName"))
         _validate_mode(errs, volume.secret.default_mode, (*spath, "defaultMode"))
         _validate_items(errs, volume.secret.items, (*spath, "items"))
     if volume.downward_api is not None:
@@ -715,18 +866,13 @@ def _validate_volume_source(errs: _Errors, volume: Volume, path: FieldPath) -> N
                 )
                 if v is not None
             ]
-            if len(kinds) != 1:
-                errs.forbidden(
-                    spath,
-                    "may not specify more than 1 volume type"
-                    if kinds
-                    else "must specify a projection source",
-                )
+            if len(kinds) > 1:  # an empty projection is allowed
+                errs.forbidden(spath, "may not specify more than 1 volume type")
             if source.secret is not None:
-                errs.name((*spath, "secret", "name"), source.secret.name, is_dns1123_subdomain)
+                _validate_object_name(errs, source.secret.name, (*spath, "secret", "name"))
                 _validate_items(errs, source.secret.items, (*spath, "secret", "items"))
             if source.config_map is not None:
-                errs.name((*spath, "configMap", "name"), source.config_map.name, is_dns1123_subdomain)
+                _validate_object_name(errs, source.config_map.name, (*spath, "configMap", "name"))
                 _validate_items(errs, source.config_map.items, (*spath, "configMap", "items"))
             if source.downward_api is not None:
                 _validate_downward_items(errs, source.downward_api.items, (*spath, "downwardAPI", "items"))

@@ -12,6 +12,8 @@ client's ``request_timeout`` (a Trio deadline, so it follows MockClock in tests)
 exponential backoff and jitter on connection errors, timeouts, 5xx and 429 (a ``Retry-After`` header sets
 the delay). Other error statuses raise at once as :class:`~kubelet_trio.client.errors.StatusError`
 subclasses (``NotFound``, ``Conflict``, ``Gone``, ``Invalid``, ...) carrying the API ``Status`` message.
+With ``metrics`` set, every attempt's status code and every request's latency are reported as client-go
+does (``rest_client_requests_total``, ``rest_client_request_duration_seconds``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import trio
 
 from kubelet_trio.client.errors import ApiClientError, ApiUnavailable, error_from_response
 from kubelet_trio.client.kubeconfig import KubeConfig, make_ssl_context
+from kubelet_trio.client.metrics import ERROR_CODE, RequestMetrics
 from kubelet_trio.client.ratelimit import DEFAULT_BURST, DEFAULT_QPS, TokenBucket
 from kubelet_trio.client.watch import WATCH_BUFFER, WatchEvent, pump_watch_events
 from kubelet_trio.logs import kv
@@ -136,6 +139,16 @@ class ApiClient:
     user_agent: str = attrs.Factory(_user_agent)
     tls_server_name: str | None = None
     _token: _Token = attrs.Factory(_Token)
+    metrics: RequestMetrics | None = None  # set by the node that owns the client
+
+    @property
+    def host(self) -> str:
+        """The API server's ``host:port`` (the metrics' ``host`` label)."""
+        return self.http.base_url.netloc.decode("ascii")
+
+    def _result(self, code: str, method: str) -> None:
+        if self.metrics is not None:
+            self.metrics.request_result(code, method, self.host)
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {"Accept": JSON, "User-Agent": self.user_agent}
@@ -164,6 +177,16 @@ class ApiClient:
         content_type: str = JSON,
     ) -> Any:
         """One API call with rate limit and retries; the decoded JSON answer (None when empty)."""
+        started = trio.current_time()
+        try:
+            return await self._request(method, path, params, body, content_type)
+        finally:
+            if self.metrics is not None:
+                self.metrics.request_latency(method, self.host, trio.current_time() - started)
+
+    async def _request(
+        self, method: str, path: str, params: Mapping[str, str] | None, body: Any, content_type: str
+    ) -> Any:
         content = json.dumps(body).encode() if body is not None else None
         headers = self._headers(content_type if content is not None else None)
         last_error: Exception | None = None
@@ -187,11 +210,14 @@ class ApiClient:
                         extensions=self._extensions(),
                     )
             except httpx.TransportError as err:
+                self._result(ERROR_CODE, method)
                 last_error = ApiUnavailable(f"{method} {path}: {describe(err)}")
             except trio.TooSlowError:
+                self._result(ERROR_CODE, method)
                 last_error = ApiUnavailable(f"{method} {path}: no answer within {self.request_timeout:g}s")
             else:
                 code = response.status_code
+                self._result(str(code), method)
                 if code < 300:
                     return _decode(response, method, path)
                 error = error_from_response(code, response.content)
@@ -248,13 +274,19 @@ class ApiClient:
         request = self.http.build_request(
             "GET", path, params=query, headers=self._headers(None), extensions=self._extensions()
         )
+        started = trio.current_time()
         try:
             with self._deadline():
                 response = await self.http.send(request, stream=True)
         except httpx.TransportError as err:
+            self._result(ERROR_CODE, "GET")
             raise ApiUnavailable(f"watch {path}: {describe(err)}") from None
         except trio.TooSlowError:
+            self._result(ERROR_CODE, "GET")
             raise ApiUnavailable(f"watch {path}: no answer within {self.request_timeout:g}s") from None
+        self._result(str(response.status_code), "GET")
+        if self.metrics is not None:
+            self.metrics.request_latency("GET", self.host, trio.current_time() - started)
         try:
             if response.status_code != 200:
                 try:

@@ -19,7 +19,13 @@ from typing import Any
 import attrs
 import yaml
 
-__all__ = ["KubeConfig", "KubeConfigError", "load_kubeconfig", "make_ssl_context"]
+__all__ = [
+    "KubeConfig",
+    "KubeConfigError",
+    "load_kubeconfig",
+    "make_ssl_context",
+    "write_client_cert_kubeconfig",
+]
 
 
 class KubeConfigError(Exception):
@@ -142,3 +148,38 @@ def make_ssl_context(config: KubeConfig) -> ssl.SSLContext:
             except ssl.SSLError as err:
                 raise KubeConfigError(f"client certificate/key do not load: {err}") from None
     return ctx
+
+
+def write_client_cert_kubeconfig(config: KubeConfig, path: str | os.PathLike[str], pem_path: str) -> None:
+    """Write a kubeconfig for ``config``'s cluster (server, CA, TLS options) that authenticates with the
+    certificate and key in ``pem_path`` (one file holding both), as the Go kubelet writes after TLS
+    bootstrap: cluster ``default-cluster``, user ``default-auth``, context ``default-context``. The file
+    is replaced atomically and readable by its owner only. Blocking."""
+    cluster: dict[str, Any] = {"server": config.server}
+    if config.insecure_skip_tls_verify:
+        cluster["insecure-skip-tls-verify"] = True
+    if config.ca_data:
+        cluster["certificate-authority-data"] = base64.b64encode(config.ca_data).decode()
+    if config.tls_server_name:
+        cluster["tls-server-name"] = config.tls_server_name
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "default-cluster", "cluster": cluster}],
+        "users": [{"name": "default-auth", "user": {"client-certificate": pem_path, "client-key": pem_path}}],
+        "contexts": [
+            {
+                "name": "default-context",
+                "context": {"cluster": "default-cluster", "user": "default-auth", "namespace": "default"},
+            }
+        ],
+        "current-context": "default-context",
+        "preferences": {},
+    }
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        yaml.safe_dump(doc, out, sort_keys=False)
+    tmp.replace(target)

@@ -1,9 +1,6 @@
-"""``kubelet-trio demo``: the main job — ``kubelet-trio --runonce`` over ``examples/``, on the simulated
-runtime (any machine) and then on a private containerd when this machine can run one.
-
-Each step prints the exact command it runs, then its progress and report. The containerd step starts a
-throw-away containerd and loopback registry (:class:`~kubelet_trio.testing.env.LocalCriEnvironment`)
-whose registry also answers for ``docker.io``, so the examples' ``busybox:1.36`` resolves offline.
+"""``kubelet-trio demo``: ``kubelet-trio --runonce`` over ``examples/`` on the simulated runtime, then on a
+private containerd (``LocalCriEnvironment``) when this machine can run one. The user-facing text is
+:data:`DESCRIPTION`.
 """
 
 from __future__ import annotations
@@ -18,6 +15,16 @@ from pathlib import Path
 from kubelet_trio.cmd import kubelet
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+#: ``demo --help``: plain text for a terminal.
+DESCRIPTION = """\
+The main job: kubelet-trio --runonce over examples/, on the simulated runtime (any machine) and then on a
+private containerd when this machine can run one.
+
+Each step prints the exact command it runs, then its progress and report. The containerd step starts a
+throw-away containerd and a loopback registry that also answers for docker.io, so the examples'
+busybox:1.36 resolves offline. Other flags are passed on to each kubelet-trio --runonce run.
+"""
 
 
 def _shown(path: Path) -> str:
@@ -34,7 +41,12 @@ def _run(title: str, args: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="kubelet-trio demo", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="kubelet-trio demo",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
     parser.add_argument(
         "--containerd",
         choices=["auto", "yes", "no"],

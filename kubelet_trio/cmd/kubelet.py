@@ -29,15 +29,16 @@ import trio
 from kubelet_trio.api import ManifestError, Pod
 from kubelet_trio.apimode import open_kubeconfig_client
 from kubelet_trio.client import ApiClient
+from kubelet_trio.cm.allocatable import read_node_allocatable
 from kubelet_trio.config.file import FileSource, scan_manifest_path
 from kubelet_trio.config.http import HttpSource
 from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.config.types import API_SOURCE, FILE_SOURCE, HTTP_SOURCE
+from kubelet_trio.configz import configz_body
 from kubelet_trio.cri.remote import open_cri_runtime
 from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.kubelet import KubeletConfig, PodSource
 from kubelet_trio.kubelet_builder import KubeletDeps, open_kubelet
-from kubelet_trio.kuberuntime.resources import read_node_allocatable
 from kubelet_trio.logs import configure_logging, kv
 from kubelet_trio.metrics import KubeletMetrics
 from kubelet_trio.nodestatus.addresses import NodeAddressError, resolve_node_ips
@@ -93,6 +94,19 @@ async def open_runtime(options: KubeletOptions) -> AsyncIterator[Runtime]:
 
         yield SimRuntime()
         return
+    if component_configs(options).container_runtime == "managed":  # a containerd of our own
+        from kubelet_trio.containerd import open_managed_containerd
+
+        async with (
+            open_managed_containerd(
+                options.root_dir,
+                sandbox_image=options.pod_infra_container_image,
+                subnet=options.pod_cidr or None,
+            ) as ctrd,
+            open_cri_runtime(ctrd.endpoint, request_timeout=options.runtime_request_timeout) as runtime,
+        ):
+            yield runtime
+        return
     async with open_cri_runtime(
         options.container_runtime_endpoint,
         options.image_service_endpoint or None,
@@ -122,6 +136,15 @@ async def open_api(options: KubeletOptions) -> AsyncIterator[ApiClient | None]:
     if not options.kubeconfig:
         yield None
         return
+    certificates = component_configs(options).certificates
+    if certificates.bootstrap_kubeconfig or certificates.rotate_certificates:  # TLS bootstrap / rotation
+        from kubelet_trio.certificate import open_node_api_client
+
+        async with open_node_api_client(
+            certificates, qps=options.kube_api_qps, burst=options.kube_api_burst
+        ) as client:
+            yield client
+        return
     async with open_kubeconfig_client(
         options.kubeconfig, qps=options.kube_api_qps, burst=options.kube_api_burst
     ) as client:
@@ -141,12 +164,53 @@ async def node_config(options: KubeletOptions) -> KubeletConfig:
     return attrs.evolve(config, node_ips=ips)
 
 
+@contextlib.asynccontextmanager
+async def serving_certificate(
+    options: KubeletOptions, config: KubeletConfig, client: ApiClient | None
+) -> AsyncIterator[KubeletConfig]:
+    """``--rotate-server-certificates`` in API mode: the Kubelet API serves a certificate the cluster
+    issued (``kubernetes.io/kubelet-serving``), renewed before it expires; ``config`` otherwise."""
+    certificates = component_configs(options).certificates
+    if client is None or not certificates.rotate_server_certificates:
+        yield config
+        return
+    from kubelet_trio.certificate import open_serving_certificate
+
+    def addresses() -> tuple[list[str], list[str]]:
+        return [config.node_name], list(config.node_ips)
+
+    async with open_serving_certificate(client, config.node_name, certificates.cert_dir, addresses) as pem:
+        yield attrs.evolve(config, tls_cert_file=str(pem), tls_private_key_file=str(pem))
+
+
+SWAPS = "/proc/swaps"
+
+
+def check_swap(options: KubeletOptions, swaps: str = SWAPS) -> None:
+    """``failSwapOn`` (Go's container manager): refuse to run a node on a machine with swap enabled."""
+    try:
+        with open(swaps) as file:
+            lines = [line for line in file.read().splitlines() if line.strip()]
+    except OSError:
+        return  # no /proc/swaps: no swap to speak of
+    if options.fail_swap_on and len(lines) > 1:  # more than the header: swap is on
+        raise RuntimeError(
+            "running with swap on is not supported, please disable swap or set --fail-swap-on flag to false"
+            f" ({swaps} lists {len(lines) - 1} swap area(s))"
+        )
+
+
 async def serve(options: KubeletOptions) -> int:
+    check_swap(options)
     pod_config, sources = build_sources(options)
     config = await node_config(options)
     metrics = KubeletMetrics()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with open_runtime(options) as runtime, open_api(options) as client:
+        async with (
+            open_runtime(options) as runtime,
+            open_api(options) as client,
+            serving_certificate(options, config, client) as config,
+        ):
             deps = KubeletDeps(
                 runtime=runtime,
                 pod_config=pod_config,
@@ -160,6 +224,7 @@ async def serve(options: KubeletOptions) -> int:
                 ),
                 api_client=client,  # API server mode (issue 7) when --kubeconfig is given
                 api_options=component_configs(options).api_mode,
+                configz=configz_body(options),  # /configz on the Kubelet API port
             )
             async with open_kubelet(config, deps):
                 async for signum in signals:
@@ -239,7 +304,7 @@ def main(argv: list[str]) -> int:
         print(f"kubelet-trio: {err}", file=sys.stderr)
         return 2
     quiet = options.runonce and "verbosity" not in options.explicit
-    configure_logging(options.verbosity, options.log_format, level=logging.WARNING if quiet else None)
+    configure_logging(options.verbosity, options.logging_format, level=logging.WARNING if quiet else None)
     for warning in warnings:
         logger.warning(warning)
     if options.pod_manifest_path and not os.path.exists(options.pod_manifest_path):

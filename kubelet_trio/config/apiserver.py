@@ -32,18 +32,14 @@ from kubelet_trio.client.reflector import (
     list_and_watch,
     raise_watch_error,
 )
-from kubelet_trio.config.types import API_SOURCE, CONFIG_MIRROR_ANNOTATION, SourceSet
+from kubelet_trio.config.types import API_SOURCE, SourceSet
 from kubelet_trio.logs import kref, kv
 
-__all__ = ["ApiserverSource", "is_mirror_pod"]
+__all__ = ["ApiserverSource"]
 
 logger = logging.getLogger(__name__)
 
 PODS_PATH = "/api/v1/pods"
-
-
-def is_mirror_pod(pod: Pod) -> bool:
-    return CONFIG_MIRROR_ANNOTATION in pod.annotations
 
 
 def _key(obj: dict[str, Any]) -> str:
@@ -121,10 +117,10 @@ class ApiserverSource:
             return None
 
     async def _publish(self) -> None:
-        mirrors = {p.full_name: p for p in self._store.values() if is_mirror_pod(p)}
+        mirrors = {p.full_name: p for p in self._store.values() if p.is_mirror}
         if mirrors != self.mirror_pods.value:
             self.mirror_pods.value = mirrors
-        pods = tuple(p for p in self._store.values() if not is_mirror_pod(p))
+        pods = tuple(p for p in self._store.values() if not p.is_mirror)
         await self.updates.send(SourceSet(API_SOURCE, pods))
 
     async def _consume(self, events: trio.MemoryReceiveChannel[WatchEvent]) -> None:

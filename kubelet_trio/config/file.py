@@ -134,6 +134,11 @@ def scan_manifest_path(path: str, node_name: str, previous: dict[str, FileState]
                 make_static_pod, node_name=node_name, source=FILE_SOURCE, origin=f"file:{name}"
             )
             result = parse_manifest(content, file=name, prepare=prepare)
+            for warning in result.warnings:  # Go ignores unknown fields silently; the pod still runs
+                logger.warning(
+                    "unknown field in pod manifest, ignored",
+                    extra=kv(source="file", path=name, line=warning.line, field=warning.field),
+                )
             result_pods, errors, content_key = result.pods, result.errors, content
         if errors:
             new_errors.extend(errors)

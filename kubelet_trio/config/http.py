@@ -166,6 +166,11 @@ class HttpSource:
             )
 
         result = parse_manifest(body, file=self.url, allow_lists=True, prepare=prepare)
+        for warning in result.warnings:  # Go ignores unknown fields silently; the pods still run
+            logger.warning(
+                "unknown field in pod manifest, ignored",
+                extra=kv(source="http", url=self.url, line=warning.line, field=warning.field),
+            )
         if result.errors:
             for error in result.errors:
                 logger.error("invalid pod manifest", extra=kv(source="http", error=error))

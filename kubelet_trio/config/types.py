@@ -8,6 +8,7 @@ import enum
 import attrs
 
 from kubelet_trio.api import Pod
+from kubelet_trio.api.pod import API_SOURCE, CONFIG_MIRROR_ANNOTATION, CONFIG_SOURCE_ANNOTATION
 
 __all__ = [
     "ALL_SOURCE",
@@ -26,13 +27,10 @@ __all__ = [
 
 FILE_SOURCE = "file"
 HTTP_SOURCE = "http"
-API_SOURCE = "api"
 #: Pseudo-source of a whole-state snapshot.
 ALL_SOURCE = "*"
 
-CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 CONFIG_HASH_ANNOTATION = "kubernetes.io/config.hash"
-CONFIG_MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 CONFIG_FIRST_SEEN_ANNOTATION = "kubernetes.io/config.seen"
 #: Annotations the kubelet stamps itself; they never make two pods "differ".
 LOCAL_ANNOTATIONS = (CONFIG_SOURCE_ANNOTATION, CONFIG_MIRROR_ANNOTATION, CONFIG_FIRST_SEEN_ANNOTATION)

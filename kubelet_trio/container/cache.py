@@ -25,24 +25,36 @@ class CacheEntry:
 class PodCache:
     _entries: dict[str, CacheEntry] = attrs.Factory(dict)
     _global_timestamp: float = float("-inf")  # every entry is at least this fresh
-    _changed: trio.Event = attrs.Factory(trio.Event)
+    # Readers waiting in get_newer_than, by UID: a write wakes only that pod's reader, so a relist that
+    # writes N pods costs N wake-ups, not N times every waiting worker.
+    _waiters: dict[str, trio.Event] = attrs.Factory(dict)
 
-    def _notify(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
+    def _notify(self, uid: str) -> None:
+        waiter = self._waiters.pop(uid, None)
+        if waiter is not None:
+            waiter.set()
 
-    def set(self, uid: str, status: PodStatus, error: Exception | None, timestamp: float) -> None:
+    def set(self, uid: str, status: PodStatus, error: Exception | None, timestamp: float) -> bool:
+        """Store an inspection that began at ``timestamp``; one older than the entry is dropped (two
+        writers: the relist, and a pod worker inspecting right after its own actions), as Go's cache
+        does for the evented PLEG. Returns whether it was stored."""
+        current = self._entries.get(uid)
+        if current is not None and current.modified > timestamp:
+            return False
         self._entries[uid] = CacheEntry(status, error, timestamp)
-        self._notify()
+        self._notify(uid)
+        return True
 
     def delete(self, uid: str) -> None:
         self._entries.pop(uid, None)
-        self._notify()
+        self._notify(uid)
 
     def update_time(self, timestamp: float) -> None:
         """Mark the whole cache fresh as of ``timestamp`` (called after every successful relist)."""
         self._global_timestamp = max(self._global_timestamp, timestamp)
-        self._notify()
+        waiters, self._waiters = self._waiters, {}
+        for waiter in waiters.values():
+            waiter.set()
 
     @property
     def timestamp(self) -> float:
@@ -69,7 +81,7 @@ class PodCache:
                 return entry.status
             if self._global_timestamp > since:
                 return self.get(uid)
-            await self._changed.wait()
+            await self._waiters.setdefault(uid, trio.Event()).wait()
 
     def uids(self) -> list[str]:
         return list(self._entries)

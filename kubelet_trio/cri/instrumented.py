@@ -47,6 +47,7 @@ OPERATIONS = {
     "port_forward": "port_forward",
     "container_stats": "container_stats",
     "list_container_stats": "list_container_stats",
+    "list_pod_sandbox_stats": "list_podsandbox_stats",
     "update_runtime_config": "update_runtime_config",
     "list_images": "list_images",
     "image_status": "image_status",
@@ -150,6 +151,11 @@ class InstrumentedRuntime:
         self, filter: pb.ContainerStatsFilter | None = None
     ) -> list[pb.ContainerStats]:
         return await self._call("list_container_stats", self.inner.list_container_stats(filter))
+
+    async def list_pod_sandbox_stats(
+        self, filter: pb.PodSandboxStatsFilter | None = None
+    ) -> list[pb.PodSandboxStats]:
+        return await self._call("list_pod_sandbox_stats", self.inner.list_pod_sandbox_stats(filter))
 
     async def update_runtime_config(self, runtime_config: pb.RuntimeConfig) -> None:
         return await self._call("update_runtime_config", self.inner.update_runtime_config(runtime_config))

@@ -1,8 +1,9 @@
-"""``CriRuntime``: the CRI over a unix socket, through grpclib inside one trio-asyncio loop.
+"""``CriRuntime``: the CRI over a unix socket, through grpclib on an asyncio loop of its own.
 
-grpclib is asyncio-only. A session opens one trio-asyncio loop and one grpclib ``Channel`` for its whole
-lifetime (the channel must be created inside the loop) and calls stubs through ``aio_as_trio``, so a
-Trio cancellation cancels the asyncio side of the call too. grpclib reconnects lazily, which is what lets
+grpclib is asyncio-only. A session opens one asyncio loop on its own thread
+(:mod:`kubelet_trio.aiobridge`) and one grpclib ``Channel`` for its whole lifetime (the channel is created
+and closed on that loop) and runs each stub call there, so a Trio cancellation cancels the asyncio side of
+the call too. grpclib reconnects lazily, which is what lets
 a session outlive a runtime restart: calls fail with ``UnavailableError`` while the runtime is down.
 
 Deadlines: grpclib measures deadlines on the wall clock, so the authoritative timeout is the Trio scope
@@ -20,12 +21,12 @@ from typing import Any, TypeVar
 
 import attrs
 import trio
-import trio_asyncio
 from grpclib import GRPCError, Status
 from grpclib.client import Channel
 from grpclib.exceptions import StreamTerminatedError
 
 from kubelet_trio import defaults
+from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.runtime import CRI_API_VERSION
@@ -85,7 +86,12 @@ class CriRuntime:
     request_timeout: float
     _runtime_stub: pb.RuntimeServiceStub
     _image_stub: pb.ImageServiceStub
-    loop: asyncio.AbstractEventLoop
+    bridge: AsyncioThread
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The asyncio loop the channels live on."""
+        return self.bridge.loop
 
     async def _call(
         self,
@@ -101,7 +107,7 @@ class CriRuntime:
         grpc_timeout = None if math.isinf(budget) else max(budget, 0.001)
         try:
             with trio.fail_after(budget if not math.isinf(budget) else math.inf):
-                response: T = await trio_asyncio.aio_as_trio(method)(request, timeout=grpc_timeout)
+                response: T = await self.bridge.call(method, request, timeout=grpc_timeout)
                 return response
         except trio.TooSlowError as exc:
             raise errors.DeadlineExceededError(op, f"no answer within {budget:.3g}s") from exc
@@ -264,6 +270,16 @@ class CriRuntime:
         )
         return list(resp.stats)
 
+    async def list_pod_sandbox_stats(
+        self, filter: pb.PodSandboxStatsFilter | None = None
+    ) -> list[pb.PodSandboxStats]:
+        resp = await self._rt(
+            "ListPodSandboxStats",
+            self._runtime_stub.list_pod_sandbox_stats,
+            pb.ListPodSandboxStatsRequest(filter=filter),
+        )
+        return list(resp.stats)
+
     async def update_runtime_config(self, runtime_config: pb.RuntimeConfig) -> None:
         await self._rt(
             "UpdateRuntimeConfig",
@@ -314,24 +330,25 @@ async def open_cri_runtime(
     *,
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
 ) -> AsyncIterator[CriRuntime]:
-    """Open a CRI session: one trio-asyncio loop, one channel per distinct socket, closed on exit.
+    """Open a CRI session: one asyncio loop, one channel per distinct socket, closed on exit.
 
     Nothing is dialled here; the first call connects (and a later call reconnects after a restart).
     """
     runtime_path = socket_path(endpoint)
     image_path = socket_path(image_endpoint) if image_endpoint else runtime_path
-    async with trio_asyncio.open_loop() as loop:
-        channels = {runtime_path: Channel(path=runtime_path)}
+    async with open_asyncio_thread() as bridge:
+        channels = {runtime_path: await bridge.run_sync(Channel, path=runtime_path)}
         if image_path not in channels:
-            channels[image_path] = Channel(path=image_path)
+            channels[image_path] = await bridge.run_sync(Channel, path=image_path)
         try:
             yield CriRuntime(
                 endpoint=endpoint,
                 request_timeout=request_timeout,
                 runtime_stub=pb.RuntimeServiceStub(channels[runtime_path]),
                 image_stub=pb.ImageServiceStub(channels[image_path]),
-                loop=loop,
+                bridge=bridge,
             )
         finally:
-            for channel in channels.values():
-                channel.close()
+            with trio.CancelScope(shield=True):
+                for channel in channels.values():
+                    await bridge.run_sync(channel.close)

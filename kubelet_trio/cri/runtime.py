@@ -90,6 +90,12 @@ class RuntimeService(Protocol):
         self, filter: pb.ContainerStatsFilter | None = None
     ) -> list[pb.ContainerStats]: ...
 
+    async def list_pod_sandbox_stats(
+        self, filter: pb.PodSandboxStatsFilter | None = None
+    ) -> list[pb.PodSandboxStats]:
+        """Pod-level usage (the pod cgroup, network, processes) of the sandboxes matching ``filter``."""
+        ...
+
     async def update_runtime_config(self, runtime_config: pb.RuntimeConfig) -> None: ...
 
 

@@ -6,8 +6,6 @@ from kubelet_trio.container.hash import hash_container
 from kubelet_trio.kuberuntime.actions import (
     ContainerToKill,
     PodActions,
-    ProbeKind,
-    ProbeResult,
     ProbeResults,
     compute_pod_actions,
     should_container_be_restarted,
@@ -40,8 +38,6 @@ __all__ = [
     "ImageManager",
     "KubeRuntimeManager",
     "PodActions",
-    "ProbeKind",
-    "ProbeResult",
     "ProbeResults",
     "RunContainerOptions",
     "RunOptionsProvider",

@@ -22,7 +22,6 @@ resize is not handled.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -31,6 +30,7 @@ import attrs
 from kubelet_trio.container.hash import hash_container
 from kubelet_trio.container.types import ContainerState, ContainerStatus, PodStatus
 from kubelet_trio.kuberuntime.sandbox import pod_sandbox_changed
+from kubelet_trio.prober.results import ProbeKind, ProbeResult
 
 if TYPE_CHECKING:
     from kubelet_trio.api import Container, Pod
@@ -43,8 +43,6 @@ __all__ = [
     "REASON_UNKNOWN",
     "ContainerToKill",
     "PodActions",
-    "ProbeKind",
-    "ProbeResult",
     "ProbeResults",
     "compute_pod_actions",
     "container_changed",
@@ -59,18 +57,6 @@ REASON_STARTUP_PROBE = "StartupProbe"
 REASON_LIVENESS_PROBE = "LivenessProbe"
 REASON_FAILED_POST_START_HOOK = "FailedPostStartHook"
 REASON_UNKNOWN = "Unknown"
-
-
-class ProbeKind(enum.Enum):
-    LIVENESS = "liveness"
-    READINESS = "readiness"
-    STARTUP = "startup"
-
-
-class ProbeResult(enum.Enum):
-    SUCCESS = "Success"
-    FAILURE = "Failure"
-    UNKNOWN = "Unknown"
 
 
 ProbeResults = Mapping[tuple[ProbeKind, str], ProbeResult]

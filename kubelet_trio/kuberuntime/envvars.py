@@ -14,232 +14,28 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Mapping, Sequence
 
 import attrs
 
-from kubelet_trio.api import Container, EnvVar, ObjectFieldSelector, Pod, VolumeMount
-from kubelet_trio.kuberuntime.resources import NodeAllocatable, container_resource_value
+from kubelet_trio.api import Container, ObjectFieldSelector, Pod
+from kubelet_trio.cm.allocatable import NodeAllocatable
+from kubelet_trio.container.expansion import expand, mapping_for
+from kubelet_trio.fieldpath import container_resource_value, extract_field_path
+from kubelet_trio.objects import NO_OBJECTS, EnvError, ObjectStore
 
 __all__ = [
-    "NO_OBJECTS",
-    "ConfigMap",
-    "EnvError",
-    "ObjectStore",
-    "ObjectUnavailable",
-    "Secret",
-    "expand",
-    "expand_command_and_args",
-    "expand_command_only_static",
-    "expand_subpath_expr",
-    "extract_field_path",
-    "format_map",
-    "go_quote",
     "make_environment_variables",
-    "mapping_for",
     "pod_field_value",
 ]
 
 logger = logging.getLogger(__name__)
 
-_OPERATOR = "$"
-_OPENER = "("
-_CLOSER = ")"
-
-
-class EnvError(Exception):
-    """The container's environment cannot be built (a missing object or key, a bad field path)."""
-
-
-@attrs.frozen
-class ConfigMap:
-    namespace: str
-    name: str
-    data: Mapping[str, str] = attrs.field(factory=dict)
-    binary_data: Mapping[str, bytes] = attrs.field(factory=dict)
-
-
-@attrs.frozen
-class Secret:
-    namespace: str
-    name: str
-    data: Mapping[str, bytes] = attrs.field(factory=dict)
-
-
-class ObjectUnavailable(EnvError, ValueError):
-    """The object's existence is unknown (the API server could not be asked): unlike "not found", this
-    fails even an ``optional`` reference, as in Go. Volume setup reports it as FailedMount."""
-
-
-class ObjectStore(Protocol):
-    """Where ConfigMaps and Secrets come from (Go: the configMap/secret managers). None = not found;
-    :class:`ObjectUnavailable` = unknown."""
-
-    def get_config_map(self, namespace: str, name: str) -> ConfigMap | None: ...
-
-    def get_secret(self, namespace: str, name: str) -> Secret | None: ...
-
-
-@attrs.frozen
-class _NoObjects:
-    """A standalone kubelet's store: no API server, so no object exists."""
-
-    def get_config_map(self, namespace: str, name: str) -> ConfigMap | None:
-        return None
-
-    def get_secret(self, namespace: str, name: str) -> Secret | None:
-        return None
-
-
-NO_OBJECTS: ObjectStore = _NoObjects()
-
 
 # --- $(VAR) expansion ---------------------------------------------------------------------------
 
 
-def mapping_for(*contexts: Mapping[str, str]) -> Callable[[str], str]:
-    """Look a name up in each context in turn; an unknown name stays ``$(NAME)``."""
-
-    def mapping(name: str) -> str:
-        for context in contexts:
-            if name in context:
-                return context[name]
-        return f"{_OPERATOR}{_OPENER}{name}{_CLOSER}"
-
-    return mapping
-
-
-def _read_variable(text: str) -> tuple[str, bool, int]:
-    """``(read, is_variable, advance)`` for the text right after a ``$``."""
-    first = text[0]
-    if first == _OPERATOR:
-        return _OPERATOR, False, 1  # "$$" is an escaped "$"
-    if first == _OPENER:
-        closer = text.find(_CLOSER, 1)
-        if closer != -1:
-            return text[1:closer], True, closer + 1
-        return _OPERATOR + _OPENER, False, 1  # incomplete reference: kept as written
-    return _OPERATOR + first, False, 1
-
-
-def expand(text: str, mapping: Callable[[str], str]) -> str:
-    """Kubernetes ``$(VAR)`` expansion: ``$(NAME)`` is replaced through ``mapping``, ``$$`` becomes ``$``,
-    anything else is left as written."""
-    out: list[str] = []
-    checkpoint = 0
-    cursor = 0
-    while cursor < len(text):
-        if text[cursor] == _OPERATOR and cursor + 1 < len(text):
-            out.append(text[checkpoint:cursor])
-            read, is_variable, advance = _read_variable(text[cursor + 1 :])
-            out.append(mapping(read) if is_variable else read)
-            cursor += advance
-            checkpoint = cursor + 1
-        cursor += 1
-    return "".join(out) + text[checkpoint:]
-
-
-def expand_command_and_args(
-    container: Container, envs: Sequence[tuple[str, str]]
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """``ExpandContainerCommandAndArgs`` against the container's final environment."""
-    mapping = mapping_for(dict(envs))
-    command = tuple(expand(c, mapping) for c in container.command or ())
-    args = tuple(expand(a, mapping) for a in container.args or ())
-    return command, args
-
-
-def expand_command_only_static(command: Sequence[str], env: Iterable[EnvVar] | None) -> list[str]:
-    """``ExpandContainerCommandOnlyStatic`` (exec probes): only ``env[].value`` is known; variables from
-    ``valueFrom`` expand to the empty string."""
-    mapping = mapping_for({e.name or "": e.value or "" for e in env or ()})
-    return [expand(c, mapping) for c in command]
-
-
-def expand_subpath_expr(mount: VolumeMount, envs: Sequence[tuple[str, str]]) -> str:
-    """``ExpandContainerVolumeMounts``: a reference to an unset or empty variable is an error."""
-    values = dict(envs)
-    missing: set[str] = set()
-
-    def mapping(name: str) -> str:
-        value = values.get(name, "")
-        if not value:
-            missing.add(name)
-        return value
-
-    expanded = expand(mount.sub_path_expr or "", mapping)
-    if missing:
-        raise EnvError(f"missing value for {', '.join(sorted(missing))}")
-    return expanded
-
-
 # --- the downward API's field paths ------------------------------------------------------------
-
-
-def go_quote(text: str) -> str:
-    """Go's ``%q`` (``strconv.Quote``) for a string."""
-    out = ['"']
-    for ch in text:
-        code = ord(ch)
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch in "\a\b\f\n\r\t\v":
-            out.append(
-                {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch, "\\v")
-            )
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\x{code:02x}")
-        elif not ch.isprintable():
-            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-def format_map(values: Mapping[str, str] | None) -> str:
-    """``fieldpath.FormatMap``: ``key="value"`` lines sorted by key, no trailing newline."""
-    present = values or {}
-    return "\n".join(f"{key}={go_quote(present[key])}" for key in sorted(present))
-
-
-_SUBSCRIPT = re.compile(r"^(?P<path>.+?)\['(?P<key>.*)'\]$", re.DOTALL)
-
-
-def _split_subscript(path: str) -> tuple[str, str | None]:
-    """``SplitMaybeSubscriptedPath``: ``metadata.labels['k']`` → ``("metadata.labels", "k")``."""
-    if not path.endswith("']"):
-        return path, None
-    head, sep, key = path[:-2].partition("['")
-    if not sep or not head:
-        return path, None
-    return head, key
-
-
-def extract_field_path(pod: Pod, field_path: str) -> str:
-    """``fieldpath.ExtractFieldPathAsString`` for the metadata paths of a pod."""
-    meta = pod.metadata
-    labels = (meta.labels if meta else None) or {}
-    annotations = (meta.annotations if meta else None) or {}
-    path, key = _split_subscript(field_path)
-    if key is not None:
-        if path == "metadata.annotations":
-            return annotations.get(key, "")
-        if path == "metadata.labels":
-            return labels.get(key, "")
-        raise EnvError(f"fieldPath {go_quote(field_path)} does not support subscript")
-    if field_path == "metadata.annotations":
-        return format_map(annotations)
-    if field_path == "metadata.labels":
-        return format_map(labels)
-    if field_path == "metadata.name":
-        return pod.name
-    if field_path == "metadata.namespace":
-        return pod.namespace
-    if field_path == "metadata.uid":
-        return pod.uid
-    raise EnvError(f"unsupported fieldPath: {field_path}")
 
 
 def pod_field_value(

@@ -9,7 +9,8 @@
   Failures come back as :class:`~kubelet_trio.container.runtime.SyncStep` errors whose ``error`` is the
   container's waiting reason and whose ``backoff_until`` says when a retry can succeed.
 - ``kill_pod`` stops all containers in parallel, then every sandbox.
-- GC: ``remove_dead_containers``, ``remove_dead_sandboxes``, ``collect_orphans``.
+- GC: ``garbage_collect`` (the periodic policy), ``remove_dead_containers``, ``remove_dead_sandboxes``,
+  ``collect_orphans``.
 
 Nothing here sets timeouts: the pod worker's cancel scope bounds a sync (a deleted pod cancels its
 slow pull) and the kill path's deadline bounds a kill.
@@ -60,7 +61,13 @@ from kubelet_trio.kuberuntime.container import (
     format_pod,
     plain_run_options,
 )
-from kubelet_trio.kuberuntime.gc import DEFAULT_MAX_PER_POD_CONTAINER, ContainerGC
+from kubelet_trio.kuberuntime.gc import (
+    DEFAULT_MAX_PER_POD_CONTAINER,
+    ContainerGC,
+    GCPolicy,
+    GCResult,
+    PodStateProvider,
+)
 from kubelet_trio.kuberuntime.images import (
     IMAGE_BACKOFF_INITIAL,
     IMAGE_BACKOFF_MAX,
@@ -737,6 +744,31 @@ class KubeRuntimeManager:
     async def collect_orphans(self, desired_uids: Collection[str]) -> list[str]:
         """Remove stopped pods of this node that are not desired: containers, sandboxes, log dirs."""
         return await self.gc.collect_orphans(await self.get_pods(all=True), desired_uids)
+
+    async def garbage_collect(
+        self,
+        policy: GCPolicy,
+        state: PodStateProvider,
+        *,
+        all_sources_ready: bool,
+        evict_non_deleted_pods: bool = False,
+    ) -> GCResult:
+        """Container GC under ``policy`` over this node's runtime pods (Go: ``GarbageCollect``)."""
+
+        async def sandboxes_with_containers() -> set[str]:
+            selector = node_selector(self.node_name)
+            containers = await self._runtime.list_containers(pb.ContainerFilter(label_selector=selector))
+            return {c.pod_sandbox_id for c in containers}
+
+        return await self.gc.garbage_collect(
+            policy,
+            await self.get_pods(all=True),
+            sandboxes_with_containers=sandboxes_with_containers,
+            state=state,
+            all_sources_ready=all_sources_ready,
+            now_ns=self.clock.wall_ns(),
+            evict_non_deleted_pods=evict_non_deleted_pods,
+        )
 
     def gc_backoffs(self) -> None:
         """Forget expired crash-loop and image backoff entries (housekeeping)."""

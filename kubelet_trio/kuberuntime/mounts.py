@@ -18,20 +18,16 @@ from collections.abc import Mapping, Sequence
 import attrs
 
 from kubelet_trio.api import Container, Pod, VolumeMount
+from kubelet_trio.cm.allocatable import NodeAllocatable
+from kubelet_trio.container.expansion import expand_command_and_args, expand_subpath_expr
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.kuberuntime.container import RunContainerOptions
-from kubelet_trio.kuberuntime.envvars import (
-    INVALID_ENV_NAMES_REASON,
-    NO_OBJECTS,
-    ObjectStore,
-    expand_command_and_args,
-    expand_subpath_expr,
-    make_environment_variables,
-)
-from kubelet_trio.kuberuntime.resources import NodeAllocatable, linux_container_resources
+from kubelet_trio.kuberuntime.envvars import INVALID_ENV_NAMES_REASON, make_environment_variables
+from kubelet_trio.kuberuntime.resources import linux_container_resources
 from kubelet_trio.kuberuntime.termination import create_termination_message_file
 from kubelet_trio.network.hosts import ETC_HOSTS_PATH, hosts_file_content, write_hosts_file
+from kubelet_trio.objects import NO_OBJECTS, ObjectStore
 from kubelet_trio.volumemanager.manager import MountedVolume, VolumeManager
 from kubelet_trio.volumemanager.paths import pod_container_dir, pod_etc_hosts_path
 

@@ -9,20 +9,18 @@ The pod's security context supplies defaults the container's overrides; ``fsGrou
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 
-from kubelet_trio.api import Container, Pod, SecurityContext
+from kubelet_trio.api import Container, Pod
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.kuberuntime.sandbox import namespaces_for_pod
+from kubelet_trio.securitycontext import effective_security_context
 
 __all__ = [
     "DEFAULT_MASKED_PATHS",
     "DEFAULT_READONLY_PATHS",
     "ImageUser",
     "SecurityContextError",
-    "effective_security_context",
     "linux_container_security_context",
     "verify_run_as_non_root",
 ]
@@ -63,19 +61,6 @@ class ImageUser:
             if image.username:
                 return cls(uid=None, username=image.username)
         return cls(uid=0)
-
-
-def effective_security_context(pod: Pod, container: Container) -> SecurityContext:
-    """The container's security context with the pod's runAsUser/runAsGroup/runAsNonRoot as defaults."""
-    pod_sc = pod.spec.security_context if pod.spec else None
-    effective = container.security_context or SecurityContext()
-    if pod_sc is None:
-        return effective
-    changes: dict[str, Any] = {}
-    for name in ("run_as_user", "run_as_group", "run_as_non_root"):
-        if getattr(effective, name) is None and getattr(pod_sc, name) is not None:
-            changes[name] = getattr(pod_sc, name)
-    return attrs.evolve(effective, **changes) if changes else effective
 
 
 def _format_pod(pod: Pod) -> str:

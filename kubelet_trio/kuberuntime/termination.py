@@ -16,7 +16,7 @@ import os
 import secrets
 
 from kubelet_trio.cri.gen.runtime import v1 as pb
-from kubelet_trio.logs_reader import LogOptions, read_text
+from kubelet_trio.kuberuntime.logs_reader import LogOptions, read_text
 
 __all__ = [
     "FALLBACK_TO_LOGS_ON_ERROR",

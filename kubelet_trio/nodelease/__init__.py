@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from kubelet_trio.nodelease.controller import LEASE_NAMESPACE, NodeLeaseController, micro_time
+from kubelet_trio.nodelease.controller import LEASE_NAMESPACE, NodeLeaseController
 
-__all__ = ["LEASE_NAMESPACE", "NodeLeaseController", "micro_time"]
+__all__ = ["LEASE_NAMESPACE", "NodeLeaseController"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import datetime as dt
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -21,12 +20,13 @@ import trio
 import trio_util
 
 from kubelet_trio import defaults
+from kubelet_trio.api.timefmt import micro_time
 from kubelet_trio.client import ApiClient, ApiClientError, Conflict, NotFound
 from kubelet_trio.client.backoff import DoublingBackoff
 from kubelet_trio.clock import WallClock
 from kubelet_trio.logs import kv
 
-__all__ = ["LEASE_NAMESPACE", "NodeLeaseController", "micro_time"]
+__all__ = ["LEASE_NAMESPACE", "NodeLeaseController"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,11 +36,6 @@ RENEW_INTERVAL_FRACTION = 0.25
 MAX_UPDATE_RETRIES = 5
 ENSURE_BACKOFF_INITIAL = 0.1
 ENSURE_BACKOFF_MAX = 7.0
-
-
-def micro_time(moment: dt.datetime) -> str:
-    """``metav1.MicroTime``: RFC 3339 with exactly six fractional digits, UTC."""
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @attrs.define(eq=False)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 import attrs
@@ -62,6 +62,10 @@ class NodeHost(Protocol):
     clock: WallClock
 
     def health_errors(self) -> list[str]: ...
+
+    def node_pressure(self) -> Collection[str]:
+        """The pressure conditions that hold (MemoryPressure, DiskPressure, PIDPressure)."""
+        ...
 
 
 #: condition type -> (event reason when it turns True, when it turns False), in Go's setter order.
@@ -181,6 +185,7 @@ class NodeStatusManager:
             errors=self.host.health_errors(),
             now=rfc3339(self.host.clock.now()),
             images=self._images,
+            pressure=self.host.node_pressure(),
         )
 
     async def _register(self) -> None:

@@ -8,13 +8,13 @@ else through untouched, including conditions written by other agents.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from kubelet_trio import defaults
-from kubelet_trio.kuberuntime.resources import NodeAllocatable, node_allocatable
+from kubelet_trio.cm.allocatable import NodeAllocatable, node_allocatable
 from kubelet_trio.nodestatus.machine import MachineInfo
 
 __all__ = [
@@ -39,6 +39,12 @@ _PRESSURE = {
     "MemoryPressure": ("KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
     "DiskPressure": ("KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
     "PIDPressure": ("KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+}
+#: type -> (reason, message) when the eviction manager reports the pressure (Go's condition setters).
+_UNDER_PRESSURE = {
+    "MemoryPressure": ("KubeletHasInsufficientMemory", "kubelet has insufficient memory available"),
+    "DiskPressure": ("KubeletHasDiskPressure", "kubelet has disk pressure"),
+    "PIDPressure": ("KubeletHasInsufficientPID", "kubelet has insufficient PID available"),
 }
 KUBELET_CONDITIONS = (*_PRESSURE, "Ready")
 
@@ -151,13 +157,18 @@ def _condition(
     }
 
 
-def _conditions(old: Sequence[Mapping[str, Any]], errors: Sequence[str], now: str) -> list[dict[str, Any]]:
-    """Pressure conditions (False: no eviction manager reports pressure), then Ready, after any conditions
-    other agents own (kept as they are)."""
+def _conditions(
+    old: Sequence[Mapping[str, Any]], errors: Sequence[str], now: str, pressure: Collection[str] = ()
+) -> list[dict[str, Any]]:
+    """Pressure conditions (True for those in ``pressure``, the eviction manager's), then Ready, after any
+    conditions other agents own (kept as they are)."""
     by_type = {c.get("type"): c for c in old}
     out: list[dict[str, Any]] = [dict(c) for c in old if c.get("type") not in KUBELET_CONDITIONS]
     for type_, (reason, message) in _PRESSURE.items():
-        out.append(_condition(by_type.get(type_), type_, "False", reason, message, now))
+        status = "False"
+        if type_ in pressure:
+            status, (reason, message) = "True", _UNDER_PRESSURE[type_]
+        out.append(_condition(by_type.get(type_), type_, status, reason, message, now))
     if errors:
         ready = _condition(by_type.get("Ready"), "Ready", "False", "KubeletNotReady", ",".join(errors), now)
     else:
@@ -177,6 +188,7 @@ def build_status(
     errors: Sequence[str],
     now: str,
     images: list[dict[str, Any]] | None = None,
+    pressure: Collection[str] = (),
 ) -> dict[str, Any]:
     """The node status the kubelet reports now, over ``old_status`` (fields it does not own are kept)."""
     status = dict(old_status or {})
@@ -188,7 +200,8 @@ def build_status(
     status["nodeInfo"] = _node_info(machine, runtime_version, config.kubelet_version)
     if images is not None:
         status["images"] = images
-    status["conditions"] = _conditions(list((old_status or {}).get("conditions") or ()), errors, now)
+    old_conditions = list((old_status or {}).get("conditions") or ())
+    status["conditions"] = _conditions(old_conditions, errors, now, pressure)
     return status
 
 
@@ -216,7 +229,9 @@ def initial_node(config: NodeStatusConfig, machine: MachineInfo, status: dict[st
 
 
 def _without_heartbeats(status: Mapping[str, Any] | None) -> dict[str, Any]:
-    out = dict(status or {})
+    # Go compares with semantic equality, where an empty list is no list: the API server drops empty
+    # ``images`` (omitempty), which must not make every status look changed.
+    out = {k: v for k, v in (status or {}).items() if v != [] and v != {}}
     out["conditions"] = [
         {k: v for k, v in c.items() if k != "lastHeartbeatTime"} for c in out.get("conditions") or ()
     ]

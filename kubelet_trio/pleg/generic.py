@@ -18,7 +18,7 @@ Like the Go relister, it assumes a container is not created, stopped and removed
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Protocol
 
 import attrs
@@ -138,6 +138,9 @@ class GenericPLEG:
     relist_threshold: float = attrs.field(default=DEFAULT_RELIST_THRESHOLD, kw_only=True)
     channel_capacity: int = attrs.field(default=DEFAULT_CHANNEL_CAPACITY, kw_only=True)
     on_relist: Callable[[float, float | None], None] | None = attrs.field(default=None, kw_only=True)
+    #: A runtime's cheap "what changed" token (``None``: none): while it equals the token of the last
+    #: successful relist, the listing would be the same, so the relist only stamps the cache.
+    change_token: Callable[[], Hashable] | None = attrs.field(default=None, kw_only=True)
 
     #: Trio time at the start of the last successful relist (``None``: never succeeded).
     last_relist_time: float | None = attrs.field(default=None, init=False)
@@ -152,6 +155,9 @@ class GenericPLEG:
     _records: dict[str, _PodRecord] = attrs.field(init=False, factory=dict)
     _reinspect: set[str] = attrs.field(init=False, factory=set)
     _lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
+    _listed_token: Hashable = attrs.field(init=False, default=None)
+    #: Relists answered from an unchanged ``change_token`` without listing the runtime.
+    skipped_relists: int = attrs.field(init=False, default=0)
 
     def __attrs_post_init__(self) -> None:
         self._send, self._receive = trio.open_memory_channel[PodLifecycleEvent](self.channel_capacity)
@@ -207,12 +213,20 @@ class GenericPLEG:
                 self.on_relist(duration, interval)
 
     async def _relist(self, timestamp: float) -> None:
+        token = self.change_token() if self.change_token is not None else None
+        if token is not None and token == self._listed_token and not self._reinspect:
+            self.skipped_relists += 1
+            self.last_relist_time = timestamp
+            self.cache.update_time(timestamp)
+            await trio.lowlevel.checkpoint()
+            return
         try:
             pods = await self.runtime.get_pods(all=True)
         except Exception as err:
             logger.error("GenericPLEG: unable to retrieve pods", extra=kv(err=err))
             return
         self.last_relist_time = timestamp
+        self._listed_token = token
 
         # setCurrent: every record's current listing is replaced (None: the pod vanished).
         for record in self._records.values():

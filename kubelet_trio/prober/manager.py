@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import random
 from collections.abc import Callable, Mapping
@@ -23,14 +22,15 @@ import trio
 
 from kubelet_trio.api import Container, Pod
 from kubelet_trio.api.status import PodStatus as ApiPodStatus
+from kubelet_trio.api.timefmt import parse_rfc3339
 from kubelet_trio.clock import WallClock
 from kubelet_trio.container.cache import PodCache
 from kubelet_trio.cri.runtime import RuntimeService
-from kubelet_trio.kuberuntime.actions import ProbeKind, ProbeResult
 from kubelet_trio.logs import kobj, kv
+from kubelet_trio.prober.metrics import ProbeMetrics
 from kubelet_trio.prober.probe.http import new_client
 from kubelet_trio.prober.prober import Prober, probe_spec
-from kubelet_trio.prober.results import ProbeUpdate, ResultsManager
+from kubelet_trio.prober.results import ProbeKind, ProbeResult, ProbeUpdate, ResultsManager
 from kubelet_trio.prober.worker import ProbeWorker
 
 __all__ = ["UPDATES_CAPACITY", "ProbeManager"]
@@ -72,6 +72,7 @@ class ProbeManager:
     events: PodEvent | None = None
     initial_jitter: bool = True
     rng: random.Random = attrs.Factory(random.Random)
+    metrics: ProbeMetrics | None = None  # prober_probe_total and durations (/metrics/probes)
     results: ResultsManager = attrs.field(init=False, factory=ResultsManager)
     prober: Prober = attrs.field(init=False)
     started_at: float = attrs.field(init=False, default=0.0)
@@ -110,7 +111,7 @@ class ProbeManager:
                     return self.clock.to_trio(status.started_at)
         if not api_started_at:
             return None
-        moment = dt.datetime.strptime(api_started_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+        moment = parse_rfc3339(api_started_at)
         return self.clock.to_trio(int(moment.timestamp()) * 10**9)
 
     async def set_result(self, kind: ProbeKind, container_id: str, result: ProbeResult, uid: str) -> None:

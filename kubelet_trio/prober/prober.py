@@ -16,9 +16,8 @@ import httpx
 import trio
 
 from kubelet_trio.api import Container, Pod, Probe
+from kubelet_trio.container.expansion import expand_command_only_static
 from kubelet_trio.cri.runtime import RuntimeService
-from kubelet_trio.kuberuntime.actions import ProbeKind, ProbeResult
-from kubelet_trio.kuberuntime.envvars import expand_command_only_static
 from kubelet_trio.logs import kobj, kv
 from kubelet_trio.prober.probe import ProbeError, Result
 from kubelet_trio.prober.probe.exec import exec_probe
@@ -31,6 +30,7 @@ from kubelet_trio.prober.probe.http import (
     resolve_container_port,
 )
 from kubelet_trio.prober.probe.tcp import tcp_probe, tcp_timeout_output
+from kubelet_trio.prober.results import ProbeKind, ProbeResult
 
 __all__ = ["MAX_PROBE_RETRIES", "Prober", "probe_kind_name"]
 

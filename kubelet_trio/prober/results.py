@@ -7,13 +7,24 @@ changed; the probe manager then sends a :class:`ProbeUpdate` to the kubelet's sy
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterator, Mapping
 
 import attrs
 
-from kubelet_trio.kuberuntime.actions import ProbeKind, ProbeResult
+__all__ = ["ProbeKind", "ProbeResult", "ProbeUpdate", "ResultsManager"]
 
-__all__ = ["ProbeUpdate", "ResultsManager"]
+
+class ProbeKind(enum.Enum):
+    LIVENESS = "liveness"
+    READINESS = "readiness"
+    STARTUP = "startup"
+
+
+class ProbeResult(enum.Enum):
+    SUCCESS = "Success"
+    FAILURE = "Failure"
+    UNKNOWN = "Unknown"
 
 
 @attrs.frozen

@@ -25,10 +25,11 @@ import attrs
 import trio
 
 from kubelet_trio.api import Container, Pod, Probe
+from kubelet_trio.api.pod import TERMINAL_PHASES
 from kubelet_trio.api.status import ContainerStatus
-from kubelet_trio.kuberuntime.actions import ProbeKind, ProbeResult
 from kubelet_trio.logs import kobj, kv
 from kubelet_trio.prober.probe import ProbeError
+from kubelet_trio.prober.results import ProbeKind, ProbeResult
 
 if TYPE_CHECKING:
     from kubelet_trio.prober.manager import ProbeManager
@@ -95,6 +96,8 @@ class ProbeWorker:
             finally:
                 if self.container_id:
                     self.manager.results.remove(self.kind, self.container_id)
+                if self.manager.metrics is not None:
+                    self.manager.metrics.forget_probe(self.kind, self.pod, self.container.name or "")
                 self.manager.worker_finished(self)
                 logger.debug("probe worker stopped", extra=kv(**self._ctx()))
 
@@ -134,10 +137,11 @@ class ProbeWorker:
 
     async def step(self) -> bool:
         """One ``doProbe``; False when the worker should exit."""
+        step_started = trio.current_time()
         status = self.manager.pod_status(self.pod.uid)
         if status is None:
             return True
-        if status.phase in ("Failed", "Succeeded"):
+        if status.phase in TERMINAL_PHASES:
             logger.debug("pod is terminated, probe worker exits", extra=kv(**self._ctx(), phase=status.phase))
             return False
         current = self._find_status()
@@ -181,6 +185,10 @@ class ProbeWorker:
             )
         except ProbeError:
             return True  # an error is not a result
+        if self.manager.metrics is not None:
+            self.manager.metrics.observe_probe(
+                self.kind, result, self.pod, self.container.name or "", trio.current_time() - step_started
+            )
         if result is self.last_result:
             self.result_run += 1
         else:

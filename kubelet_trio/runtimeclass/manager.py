@@ -19,7 +19,7 @@ The handler is looked up only when a sandbox is created, and recorded nowhere of
 reports it on every sandbox (``runtime_handler`` in ListPodSandbox/PodSandboxStatus), and since
 ``runtimeClassName`` and a RuntimeClass's ``handler`` are both immutable, a running sandbox never has to
 be recreated for it (Go's ``podSandboxChanged`` does not look at it either). A standalone kubelet has no
-manager; its admission refuses such pods (:func:`kubelet_trio.admission.admit_standalone`).
+manager; its admission refuses such pods (:func:`kubelet_trio.lifecycle.predicate.admit_standalone`).
 """
 
 from __future__ import annotations

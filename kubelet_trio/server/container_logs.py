@@ -6,10 +6,10 @@ The container instance comes from the PLEG's pod cache (newest instance, or the 
 ``PodLogOptions``: ``tailLines`` (legacy ``tail``, ``tail=all``), ``limitBytes``, ``timestamps``,
 ``sinceSeconds``, ``sinceTime``, ``stream``, ``previous`` and ``follow``.
 
-Every answer is streamed from a :class:`~kubelet_trio.logs_reader.LogReader` in bounded chunks, so a
-request costs what it returns: ``tailLines`` seeks back from the end, ``limitBytes`` stops the read, and
-the files rotated out of the log are read first. At most :data:`MAX_REQUESTS_PER_CONTAINER` requests per
-container instance run at once; past that the answer is 429 with ``Retry-After``.
+Every answer is streamed from a :class:`~kubelet_trio.kuberuntime.logs_reader.LogReader` in bounded chunks, so
+a request costs what it returns: ``tailLines`` seeks back from the end, ``limitBytes`` stops the read, and the
+files rotated out of the log are read first. At most :data:`MAX_REQUESTS_PER_CONTAINER` requests per container
+instance run at once; past that the answer is 429 with ``Retry-After``.
 
 ``follow`` streams records as they are written until the client disconnects or the container stops
 running. New data is noticed through inotify on the log directory (which also sees a rotation create the
@@ -33,12 +33,12 @@ from kubelet_trio.config.inotify import IN_CREATE, IN_MODIFY, IN_MOVED_TO, Inoti
 from kubelet_trio.container.types import ContainerState, ContainerStatus
 from kubelet_trio.cri import errors as cri_errors
 from kubelet_trio.httpserver.asgi import TEXT, Handler, HttpError, Request, Response, Write
+from kubelet_trio.kuberuntime.logs_reader import LogOptions, LogReader, parse_timestamp
 from kubelet_trio.logs import kobj, kv
-from kubelet_trio.logs_reader import LogOptions, LogReader, parse_timestamp
 
 if TYPE_CHECKING:
     from kubelet_trio.api import Pod
-    from kubelet_trio.kubelet import Kubelet
+    from kubelet_trio.server.host import HostInterface
 
 __all__ = ["FOLLOW_RECHECK", "MAX_REQUESTS_PER_CONTAINER", "container_logs_handler", "parse_log_options"]
 
@@ -96,14 +96,14 @@ def parse_log_options(request: Request, now_wall_ns: int) -> LogOptions:
     )
 
 
-def _find_pod(kubelet: Kubelet, namespace: str, name: str) -> Pod:
+def _find_pod(kubelet: HostInterface, namespace: str, name: str) -> Pod:
     for pod in kubelet.pod_manager.pods():
         if pod.namespace == namespace and pod.name == name:
             return pod
     raise HttpError(404, f"pod {name!r} does not exist".replace("'", '"'))
 
 
-def _instance(kubelet: Kubelet, pod: Pod, container: str, previous: bool) -> ContainerStatus:
+def _instance(kubelet: HostInterface, pod: Pod, container: str, previous: bool) -> ContainerStatus:
     names = {c.name for c in pod.spec.all_containers()} if pod.spec else set()
     if container not in names:
         raise HttpError(404, f'container "{container}" not found in pod "{pod.name}"')
@@ -116,7 +116,7 @@ def _instance(kubelet: Kubelet, pod: Pod, container: str, previous: bool) -> Con
     return instances[index]
 
 
-def _still_running(kubelet: Kubelet, uid: str, container_id: str) -> bool:
+def _still_running(kubelet: HostInterface, uid: str, container_id: str) -> bool:
     for instance in kubelet.cache.get(uid).container_statuses:
         if instance.id == container_id:
             return instance.state is ContainerState.RUNNING
@@ -147,7 +147,7 @@ async def _first_of(*waits: Callable[[], Awaitable[object]]) -> None:
             nursery.start_soon(run)
 
 
-def container_logs_handler(kubelet: Kubelet) -> Handler:
+def container_logs_handler(kubelet: HostInterface) -> Handler:
     in_flight: dict[str, int] = {}  # container instance id -> requests being served
 
     async def handle(request: Request) -> Response:
@@ -186,7 +186,7 @@ def container_logs_handler(kubelet: Kubelet) -> Handler:
     return handle
 
 
-async def _drain(kubelet: Kubelet, reader: LogReader, write: Write) -> None:
+async def _drain(kubelet: HostInterface, reader: LogReader, write: Write) -> None:
     """Write what the files hold now, one bounded chunk at a time."""
     while True:
         await write(await kubelet.run_sync(reader.read))
@@ -195,7 +195,7 @@ async def _drain(kubelet: Kubelet, reader: LogReader, write: Write) -> None:
 
 
 async def _serve(
-    kubelet: Kubelet,
+    kubelet: HostInterface,
     pod: Pod,
     container: str,
     container_id: str,
@@ -226,7 +226,7 @@ async def _serve(
 
 
 async def _follow(
-    kubelet: Kubelet,
+    kubelet: HostInterface,
     pod: Pod,
     container: str,
     container_id: str,

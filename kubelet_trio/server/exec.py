@@ -27,7 +27,7 @@ from kubelet_trio.server.proxy import StreamProxy
 
 if TYPE_CHECKING:
     from kubelet_trio.api import Pod
-    from kubelet_trio.kubelet import Kubelet
+    from kubelet_trio.server.host import HostInterface
 
 __all__ = ["exec_routes", "stream_options"]
 
@@ -73,7 +73,7 @@ def _port_forward_ports(request: Request) -> list[int]:
     return ports
 
 
-def _find_pod(kubelet: Kubelet, request: Request) -> Pod:
+def _find_pod(kubelet: HostInterface, request: Request) -> Pod:
     namespace, name = request.params["namespace"], request.params["pod"]
     for pod in kubelet.pod_manager.pods():
         if pod.namespace == namespace and pod.name == name:
@@ -81,7 +81,7 @@ def _find_pod(kubelet: Kubelet, request: Request) -> Pod:
     raise HttpError(404, "pod does not exist")
 
 
-def _running_container(kubelet: Kubelet, pod: Pod, name: str) -> str:
+def _running_container(kubelet: HostInterface, pod: Pod, name: str) -> str:
     """The running instance's id (500 "container not found" otherwise, as from the Go kubelet)."""
     for status in kubelet.cache.get(pod.uid).instances(name):
         if status.state is ContainerState.RUNNING:
@@ -89,7 +89,7 @@ def _running_container(kubelet: Kubelet, pod: Pod, name: str) -> str:
     raise HttpError(500, f'container not found ("{name}")')
 
 
-def _sandbox(kubelet: Kubelet, pod: Pod) -> str:
+def _sandbox(kubelet: HostInterface, pod: Pod) -> str:
     sandboxes = kubelet.cache.get(pod.uid).sandbox_statuses
     ready = [s for s in sandboxes if s.ready]
     if not (ready or sandboxes):
@@ -116,7 +116,7 @@ def _require_upgrade(proxy: StreamProxy, request: Request) -> None:
         raise HttpError(429, f"too many streaming connections (at most {proxy.max_streams})")
 
 
-def exec_routes(kubelet: Kubelet, proxy: StreamProxy) -> list[Route]:
+def exec_routes(kubelet: HostInterface, proxy: StreamProxy) -> list[Route]:
     """The streaming routes of the Kubelet API (not of the read-only port), each also with ``{uid}``."""
 
     async def handle_exec(request: Request) -> Response:

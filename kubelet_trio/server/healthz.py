@@ -24,39 +24,39 @@ import trio
 from kubelet_trio.httpserver.asgi import Handler, HttpError, Request, Response
 
 if TYPE_CHECKING:
-    from kubelet_trio.kubelet import Kubelet
+    from kubelet_trio.server.host import HostInterface
 
 __all__ = ["SYNC_LOOP_MIN_THRESHOLD", "check_health", "healthz_handlers"]
 
 SYNC_LOOP_MIN_THRESHOLD = 300.0
 
-Check = Callable[["Kubelet"], str | None]
+Check = Callable[["HostInterface"], str | None]
 
 
-def _ping(kubelet: Kubelet) -> str | None:
+def _ping(kubelet: HostInterface) -> str | None:
     return None
 
 
-def _syncloop(kubelet: Kubelet) -> str | None:
+def _syncloop(kubelet: HostInterface) -> str | None:
     threshold = max(2 * kubelet.config.sync_frequency, SYNC_LOOP_MIN_THRESHOLD)
     if trio.current_time() - kubelet.sync_loop_last_iteration > threshold:
         return "sync Loop took longer than expected"
     return None
 
 
-def _pleg(kubelet: Kubelet) -> str | None:
+def _pleg(kubelet: HostInterface) -> str | None:
     healthy, message = kubelet.pleg.healthy()
     return None if healthy else message
 
 
-def _runtime(kubelet: Kubelet) -> str | None:
+def _runtime(kubelet: HostInterface) -> str | None:
     return kubelet.runtime_error
 
 
 CHECKS: dict[str, Check] = {"ping": _ping, "syncloop": _syncloop, "pleg": _pleg, "runtime": _runtime}
 
 
-def check_health(kubelet: Kubelet) -> list[tuple[str, str | None]]:
+def check_health(kubelet: HostInterface) -> list[tuple[str, str | None]]:
     """``(check, failure message or None)`` for every check."""
     return [(name, check(kubelet)) for name, check in CHECKS.items()]
 
@@ -66,7 +66,7 @@ def _report(results: list[tuple[str, str | None]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def healthz_handlers(kubelet: Kubelet) -> tuple[Handler, Handler]:
+def healthz_handlers(kubelet: HostInterface) -> tuple[Handler, Handler]:
     """The handlers for ``/healthz`` and ``/healthz/{check}``."""
 
     async def healthz(request: Request) -> Response:

@@ -14,7 +14,7 @@ import attrs
 from kubelet_trio.httpserver.asgi import Handler, Request, Response
 
 if TYPE_CHECKING:
-    from kubelet_trio.kubelet import Kubelet
+    from kubelet_trio.server.host import HostInterface
 
 __all__ = ["pod_list", "pods_handler", "running_pods", "running_pods_handler"]
 
@@ -23,7 +23,7 @@ def _list(items: list[dict[str, Any]]) -> dict[str, Any]:
     return {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}
 
 
-def pod_list(kubelet: Kubelet) -> dict[str, Any]:
+def pod_list(kubelet: HostInterface) -> dict[str, Any]:
     """Every desired pod (its latest spec), with the status the kubelet currently reports for it."""
     items = []
     for pod in kubelet.pod_manager.pods():
@@ -34,7 +34,7 @@ def pod_list(kubelet: Kubelet) -> dict[str, Any]:
     return _list(items)
 
 
-async def running_pods(kubelet: Kubelet) -> dict[str, Any]:
+async def running_pods(kubelet: HostInterface) -> dict[str, Any]:
     items = []
     for runtime_pod in await kubelet.kube_runtime.get_pods(all=False):
         cached = {c.id: c for c in kubelet.cache.get(runtime_pod.uid).container_statuses}
@@ -57,14 +57,14 @@ async def running_pods(kubelet: Kubelet) -> dict[str, Any]:
     return _list(items)
 
 
-def pods_handler(kubelet: Kubelet) -> Handler:
+def pods_handler(kubelet: HostInterface) -> Handler:
     async def handle(request: Request) -> Response:
         return Response.json(pod_list(kubelet))
 
     return handle
 
 
-def running_pods_handler(kubelet: Kubelet) -> Handler:
+def running_pods_handler(kubelet: HostInterface) -> Handler:
     async def handle(request: Request) -> Response:
         return Response.json(await running_pods(kubelet))
 

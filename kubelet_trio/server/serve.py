@@ -12,10 +12,13 @@ from __future__ import annotations
 import logging
 import socket
 import ssl
+from collections.abc import Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
 
+from kubelet_trio.certificate.serving import reload_certificate_files
 from kubelet_trio.httpserver.http11 import HttpServer
 from kubelet_trio.logs import kv
 from kubelet_trio.server.app import healthz_app, kubelet_api_app, read_only_app
@@ -23,7 +26,7 @@ from kubelet_trio.server.auth import AuthConfig, AuthenticatedApp, KubeletAuth
 from kubelet_trio.server.tls import serving_pair
 
 if TYPE_CHECKING:
-    from kubelet_trio.kubelet import Kubelet
+    from kubelet_trio.server.host import HostInterface
 
 __all__ = ["HEALTHZ_RETRY", "bind_address", "serve_app", "serve_kubelet_http", "serve_tls_app"]
 
@@ -107,7 +110,9 @@ def kubelet_api_ssl_context(cert_file: str, key_file: str, client_ca_file: str) 
     return context
 
 
-async def _serve_kubelet_api(kubelet: Kubelet, *, task_status: trio.TaskStatus[str]) -> None:
+async def _serve_kubelet_api(
+    kubelet: HostInterface, configz: Mapping[str, Any] | None, *, task_status: trio.TaskStatus[str]
+) -> None:
     config = kubelet.config
     cert_file, key_file = await kubelet.run_sync(
         serving_pair,
@@ -131,14 +136,18 @@ async def _serve_kubelet_api(kubelet: Kubelet, *, task_status: trio.TaskStatus[s
         client=lambda: kubelet.api_client,
     )
     peer_certs: dict[tuple[str, int], bytes] = {}
-    app = AuthenticatedApp(kubelet_api_app(kubelet), auth, peer_certs)
+    app = AuthenticatedApp(kubelet_api_app(kubelet, configz=configz), auth, peer_certs)
     async with trio.open_nursery() as nursery:
+        if config.tls_cert_file:  # a renewed pair (by hand or by --rotate-server-certificates) is served
+            await nursery.start(
+                partial(reload_certificate_files, context, cert_file, key_file, run_sync=kubelet.run_sync)
+            )
         url = await nursery.start(serve_tls_app, app, config.address, config.port, context, peer_certs)
         logger.info("kubelet API listening", extra=kv(url=url))
         task_status.started(url)
 
 
-async def _serve_healthz(kubelet: Kubelet, *, task_status: trio.TaskStatus[str | None]) -> None:
+async def _serve_healthz(kubelet: HostInterface, *, task_status: trio.TaskStatus[str | None]) -> None:
     host, port = kubelet.config.healthz_bind_address, kubelet.config.healthz_port
     reported = False
     while True:
@@ -160,8 +169,14 @@ async def _serve_healthz(kubelet: Kubelet, *, task_status: trio.TaskStatus[str |
         await trio.sleep(HEALTHZ_RETRY)
 
 
-async def serve_kubelet_http(kubelet: Kubelet, *, task_status: trio.TaskStatus[dict[str, str]]) -> None:
-    """Run the enabled servers until cancelled; reports ``{"healthz": url, "readonly": url, "api": url}``."""
+async def serve_kubelet_http(
+    kubelet: HostInterface,
+    *,
+    configz: Mapping[str, Any] | None = None,
+    task_status: trio.TaskStatus[dict[str, str]],
+) -> None:
+    """Run the enabled servers until cancelled; reports ``{"healthz": url, "readonly": url, "api": url}``.
+    ``configz`` is what the Kubelet API's ``/configz`` answers."""
     urls: dict[str, str] = {}
     async with trio.open_nursery() as nursery:
         if kubelet.config.healthz_port:
@@ -174,5 +189,5 @@ async def serve_kubelet_http(kubelet: Kubelet, *, task_status: trio.TaskStatus[d
             )
             logger.info("read-only server listening", extra=kv(url=urls["readonly"]))
         if kubelet.config.port:
-            urls["api"] = await nursery.start(_serve_kubelet_api, kubelet)
+            urls["api"] = await nursery.start(_serve_kubelet_api, kubelet, configz)
         task_status.started(urls)

@@ -16,7 +16,7 @@ import os
 
 import attrs
 
-from kubelet_trio.clock import rfc3339_nano
+from kubelet_trio.api.timefmt import rfc3339_nano
 
 __all__ = ["SimLogWriter", "cri_records"]
 

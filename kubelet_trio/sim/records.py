@@ -48,7 +48,8 @@ class SandboxRecord:
 
     @property
     def metadata(self) -> pb.PodSandboxMetadata:
-        return self.config.metadata or pb.PodSandboxMetadata()
+        metadata = self.config.metadata  # never bool(): a message's truth scans every field
+        return metadata if metadata is not None else pb.PodSandboxMetadata()
 
     @property
     def state(self) -> pb.PodSandboxState:
@@ -66,8 +67,8 @@ class SandboxRecord:
         )
 
     def status(self) -> pb.PodSandboxStatus:
-        security = self.config.linux.security_context if self.config.linux else None
-        options = security.namespace_options if security and security.namespace_options else None
+        security = self.config.linux.security_context if self.config.linux is not None else None
+        options = security.namespace_options if security is not None else None
         return pb.PodSandboxStatus(
             id=self.id,
             metadata=self.metadata,
@@ -75,7 +76,9 @@ class SandboxRecord:
             created_at=self.created_ns,
             # Like containerd: no IP once the network is torn down (and none reported for host network).
             network=pb.PodSandboxNetworkStatus(ip="" if self.network_closed else self.ip),
-            linux=pb.LinuxPodSandboxStatus(namespaces=pb.Namespace(options=options or pb.NamespaceOption())),
+            linux=pb.LinuxPodSandboxStatus(
+                namespaces=pb.Namespace(options=options if options is not None else pb.NamespaceOption())
+            ),
             labels=dict(self.config.labels),
             annotations=dict(self.config.annotations),
             runtime_handler=self.runtime_handler,
@@ -98,7 +101,8 @@ class ContainerRecord:
 
     @property
     def metadata(self) -> pb.ContainerMetadata:
-        return self.config.metadata or pb.ContainerMetadata()
+        metadata = self.config.metadata  # never bool(): a message's truth scans every field
+        return metadata if metadata is not None else pb.ContainerMetadata()
 
     def natural_exit(self) -> Exit | None:
         """The scripted exit, if the script has one and the container has started."""
@@ -150,7 +154,7 @@ class ContainerRecord:
             if self.image.repo_digests:
                 image_ref = self.image.repo_digests[0]
         exit_ = self.exit_at(now_ns)
-        resources = self.config.linux.resources if self.config.linux else None
+        resources = self.config.linux.resources if self.config.linux is not None else None
         return pb.ContainerStatus(
             id=self.id,
             metadata=self.metadata,
@@ -167,7 +171,9 @@ class ContainerRecord:
             annotations=dict(self.config.annotations),
             mounts=list(self.config.mounts),
             log_path=self.log_path,
-            resources=pb.ContainerResources(linux=resources or pb.LinuxContainerResources()),
+            resources=pb.ContainerResources(
+                linux=resources if resources is not None else pb.LinuxContainerResources()
+            ),
         )
 
 

@@ -11,8 +11,11 @@ Containers follow behaviour scripts (:mod:`kubelet_trio.sim.script`) chosen per 
 
 Observable behaviour follows containerd 1.6's CRI plugin for everything a kubelet relies on (error codes
 and messages included), as checked by the shared contract suite (``tests/contract``). Deliberate
-differences: ExecSync of an unscripted command answers exit code 126 instead of failing the RPC, and
-a sandbox's "pause process" only dies through :meth:`SimRuntime.kill_sandbox_process`.
+differences: ExecSync of an unscripted command answers exit code 126 instead of failing the RPC,
+a sandbox's "pause process" only dies through :meth:`SimRuntime.kill_sandbox_process`, and
+ListPodSandboxStats answers for sandboxes without a cgroup parent (containerd refuses: "cgroupPath is
+empty"), so that pod-level usage (processes, network) can be tested. Resource usage is deterministic
+and set per container (:mod:`kubelet_trio.sim.usage`).
 
 Time: every timestamp is ``a wall-clock base + Trio time elapsed`` (see
 :class:`~kubelet_trio.clock.WallClock`; pass ``clock=`` to share one with a kubelet), and state is
@@ -50,7 +53,8 @@ import attrs
 import trio
 
 from kubelet_trio import __version__
-from kubelet_trio.clock import WallClock, go_duration, rfc3339_nano
+from kubelet_trio.api.timefmt import rfc3339_nano
+from kubelet_trio.clock import WallClock, go_duration
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.runtime import CRI_API_VERSION
@@ -74,6 +78,7 @@ from kubelet_trio.sim.records import (
 )
 from kubelet_trio.sim.script import RUN, Behaviour, ExecResult, ScriptError, parse_script
 from kubelet_trio.sim.streaming import streaming_server
+from kubelet_trio.sim.usage import ContainerUsage, UsageError, usage_from_annotations
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +103,8 @@ def _resolve(store: Mapping[str, T], key: str, op: str, context: str) -> T | Non
     """Find by full id or unique prefix (containerd's truncindex); an ambiguous prefix is an error."""
     if key in store:
         return store[key]
+    if not key:
+        return None
     matches = [value for id_, value in store.items() if key and id_.startswith(key)]
     if len(matches) > 1:
         raise errors.CriCallError(op, f"{context}: Multiple IDs found with provided prefix: {key}")
@@ -173,11 +180,14 @@ class SimRuntime:
     _sandboxes: dict[str, SandboxRecord] = attrs.field(init=False, factory=dict)
     _containers: dict[str, ContainerRecord] = attrs.field(init=False, factory=dict)
     _sandbox_names: dict[str, str] = attrs.field(init=False, factory=dict)
-    _container_names: dict[str, str] = attrs.field(init=False, factory=dict)
+    _container_names: dict[str, str] = attrs.field(init=False, factory=dict)  # reserved name -> id
+    _name_of: dict[str, str] = attrs.field(init=False, factory=dict)  # id -> reserved name
+    _by_sandbox: dict[str, dict[str, None]] = attrs.field(init=False, factory=dict)  # sandbox -> containers
     _sandbox_index: LabelIndex = attrs.field(init=False, factory=LabelIndex)
     _container_index: LabelIndex = attrs.field(init=False, factory=LabelIndex)
     _exec_overrides: dict[tuple[str, tuple[str, ...]], ExecResult] = attrs.field(init=False, factory=dict)
     _log_writers: dict[str, SimLogWriter] = attrs.field(init=False, factory=dict)  # by container id
+    _usage: dict[str, ContainerUsage] = attrs.field(init=False, factory=dict)  # by container id
     #: The streaming server for Exec/Attach/PortForward, while ``open_sim_streaming`` runs it.
     streaming: StreamingServer | None = attrs.field(init=False, default=None)
 
@@ -222,6 +232,11 @@ class SimRuntime:
         """Script ExecSync of ``argv`` in one running container from now on (probes that flip)."""
         container = _get(self._containers, container_id, "set_exec_result", f"container {container_id!r}")
         self._exec_overrides[(container.id, tuple(argv))] = ExecResult(exit_code, stdout, stderr)
+
+    def set_usage(self, container_id: str, usage: ContainerUsage) -> None:
+        """The container's resource usage from now on (see :mod:`kubelet_trio.sim.usage`)."""
+        container = _get(self._containers, container_id, "set_usage", f"container {container_id!r}")
+        self._usage[container.id] = usage
 
     def container_config(self, container_id: str) -> pb.ContainerConfig:
         """The config a container was created with (envs, mounts, resources...), for assertions."""
@@ -384,14 +399,16 @@ class SimRuntime:
             raise errors.CriCallError(
                 op, f'failed to reserve container name "{name}": name "{name}" is reserved for "{owner}"'
             )
-        spec = config.image or pb.ImageSpec()
+        spec = config.image if config.image is not None else pb.ImageSpec()
         image = self._images.find(spec.image)
         if image is None:
             raise errors.NotFoundError(op, f'failed to resolve image "{spec.image}": not found')
         behaviour = self._behaviour_for(op, md.name, sandbox, sandbox_config, spec, image)
+        usage = self._usage_for(op, md.name, sandbox, sandbox_config)
         log_path = _log_path(sandbox.config.log_directory, config.log_path)
         container_id = self._unique_id()
         self._container_names[name] = container_id
+        self._name_of[container_id] = name
         self._containers[container_id] = ContainerRecord(
             id=container_id,
             sandbox_id=sandbox.id,
@@ -402,6 +419,9 @@ class SimRuntime:
             created_ns=self._now(),
         )
         self._container_index.add(container_id, config.labels)
+        self._by_sandbox.setdefault(sandbox.id, {})[container_id] = None
+        if usage is not None:
+            self._usage[container_id] = usage
         logger.debug(
             "sim: container created", extra=kv(container=container_id, sandbox=sandbox.id, name=md.name)
         )
@@ -425,6 +445,19 @@ class SimRuntime:
                     raise errors.InvalidArgumentError(op, f"annotation {key}: {err}") from None
         found = self._behaviours.lookup([spec.image, spec.user_specified_image, *image.refs])
         return found if found is not None else RUN
+
+    @staticmethod
+    def _usage_for(
+        op: str, container_name: str, sandbox: SandboxRecord, sandbox_config: pb.PodSandboxConfig | None
+    ) -> ContainerUsage | None:
+        for source in (sandbox_config.annotations if sandbox_config else {}, sandbox.config.annotations):
+            try:
+                usage = usage_from_annotations(source, container_name)
+            except UsageError as err:
+                raise errors.InvalidArgumentError(op, str(err)) from None
+            if usage is not None:
+                return usage
+        return None
 
     async def start_container(self, container_id: str) -> None:
         op = "StartContainer"
@@ -506,8 +539,13 @@ class SimRuntime:
         container.terminate(Exit(self._now(), SIGKILL_EXIT, ERROR))  # forcibly, if running
         del self._containers[container.id]
         self._log_writers.pop(container.id, None)
+        self._usage.pop(container.id, None)
         self._container_index.remove(container.id, container.config.labels)
-        self._container_names = {k: v for k, v in self._container_names.items() if v != container.id}
+        siblings = self._by_sandbox.get(container.sandbox_id, {})
+        siblings.pop(container.id, None)
+        if not siblings:
+            self._by_sandbox.pop(container.sandbox_id, None)
+        self._container_names.pop(self._name_of.pop(container.id, ""), None)
         logger.debug("sim: container removed", extra=kv(container=container.id))
 
     async def list_containers(self, filter: pb.ContainerFilter | None = None) -> list[pb.Container]:
@@ -527,7 +565,9 @@ class SimRuntime:
     ) -> list[ContainerRecord]:
         container_id = self._normalize_filter_id(self._containers, container_id)
         sandbox_id = self._normalize_filter_id(self._sandboxes, sandbox_id)
-        ids = self._container_index.select(selector)
+        ids: Iterable[str] | None = self._container_index.select(selector)
+        if ids is None and sandbox_id:
+            ids = self._by_sandbox.get(sandbox_id, {})
         candidates = self._containers.values() if ids is None else [self._containers[i] for i in ids]
         return [
             c
@@ -628,10 +668,90 @@ class SimRuntime:
         )
         return [self._stats(c, now) for c in containers]
 
+    async def list_pod_sandbox_stats(
+        self, filter: pb.PodSandboxStatsFilter | None = None
+    ) -> list[pb.PodSandboxStats]:
+        """Ready sandboxes only: a stopped one has no cgroup to read (containerd skips it too)."""
+        listed = await self.list_pod_sandbox(
+            pb.PodSandboxFilter(id=filter.id, label_selector=dict(filter.label_selector))
+            if filter is not None
+            else None
+        )
+        now = self._now()
+        return [
+            self._sandbox_stats(self._sandboxes[s.id], now)
+            for s in listed
+            if s.state is pb.PodSandboxState.SANDBOX_READY
+        ]
+
+    def _sandbox_stats(self, sandbox: SandboxRecord, now: int) -> pb.PodSandboxStats:
+        """The pod cgroup: the sum of its running containers (no pause overhead); one ``eth0`` with
+        zero traffic unless the pod uses the host network."""
+        members = [c for c in self._containers.values() if c.sandbox_id == sandbox.id]
+        containers = [self._stats(c, now) for c in members]
+        running = [c for c in members if c.state(now) is pb.ContainerState.CONTAINER_RUNNING]
+        usages = [self._usage.get(c.id, ContainerUsage()) for c in running]
+
+        def total(values: Iterable[int]) -> pb.UInt64Value:
+            return pb.UInt64Value(value=sum(values))
+
+        memory = total(u.memory_bytes for u in usages)
+        linux = pb.LinuxPodSandboxStats(
+            cpu=pb.CpuUsage(
+                timestamp=now,
+                usage_core_nano_seconds=total(
+                    self._usage.get(c.id, ContainerUsage()).cpu_core_nano_seconds(self._running_ns(c, now))
+                    for c in members
+                ),
+                usage_nano_cores=total(u.nano_cores for u in usages),
+            ),
+            memory=pb.MemoryUsage(
+                timestamp=now,
+                working_set_bytes=memory,
+                available_bytes=pb.UInt64Value(value=0),
+                usage_bytes=memory,
+                rss_bytes=memory,
+                page_faults=pb.UInt64Value(value=0),
+                major_page_faults=pb.UInt64Value(value=0),
+            ),
+            process=pb.ProcessUsage(timestamp=now, process_count=total(u.processes for u in usages)),
+            containers=containers,
+        )
+        host_network = bool(
+            sandbox.config.linux
+            and sandbox.config.linux.security_context
+            and sandbox.config.linux.security_context.namespace_options
+            and sandbox.config.linux.security_context.namespace_options.network is pb.NamespaceMode.NODE
+        )
+        if not host_network:
+            zero = pb.UInt64Value(value=0)
+            linux.network = pb.NetworkUsage(
+                timestamp=now,
+                default_interface=pb.NetworkInterfaceUsage(
+                    name="eth0", rx_bytes=zero, rx_errors=zero, tx_bytes=zero, tx_errors=zero
+                ),
+            )
+        return pb.PodSandboxStats(
+            attributes=pb.PodSandboxAttributes(
+                id=sandbox.id,
+                metadata=sandbox.metadata,
+                labels=dict(sandbox.config.labels),
+                annotations=dict(sandbox.config.annotations),
+            ),
+            linux=linux,
+        )
+
     @staticmethod
-    def _stats(container: ContainerRecord, now: int) -> pb.ContainerStats:
-        """Deterministic zero usage; CPU and memory only while running, like containerd."""
-        zero = pb.UInt64Value(value=0)
+    def _running_ns(container: ContainerRecord, now: int) -> int:
+        if container.started_ns is None:
+            return 0
+        exit_ = container.exit_at(now)
+        return (exit_.at_ns if exit_ is not None else now) - container.started_ns
+
+    def _stats(self, container: ContainerRecord, now: int) -> pb.ContainerStats:
+        """The container's usage (:mod:`kubelet_trio.sim.usage`); CPU and memory only while running,
+        like containerd."""
+        usage = self._usage.get(container.id, ContainerUsage())
         stats = pb.ContainerStats(
             attributes=pb.ContainerAttributes(
                 id=container.id,
@@ -640,19 +760,30 @@ class SimRuntime:
                 annotations=dict(container.config.annotations),
             ),
             writable_layer=pb.FilesystemUsage(
+                timestamp=now,
                 fs_id=pb.FilesystemIdentifier(mountpoint=IMAGE_FS_MOUNTPOINT),
-                used_bytes=zero,
-                inodes_used=zero,
+                used_bytes=pb.UInt64Value(value=usage.rootfs_bytes),
+                inodes_used=pb.UInt64Value(value=usage.rootfs_inodes),
             ),
         )
         if container.state(now) is pb.ContainerState.CONTAINER_RUNNING:
-            stats.cpu = pb.CpuUsage(timestamp=now, usage_core_nano_seconds=zero, usage_nano_cores=zero)
+            memory = pb.UInt64Value(value=usage.memory_bytes)
+            resources = container.config.linux.resources if container.config.linux else None
+            limit = resources.memory_limit_in_bytes if resources else 0
+            zero = pb.UInt64Value(value=0)
+            stats.cpu = pb.CpuUsage(
+                timestamp=now,
+                usage_core_nano_seconds=pb.UInt64Value(
+                    value=usage.cpu_core_nano_seconds(self._running_ns(container, now))
+                ),
+                usage_nano_cores=pb.UInt64Value(value=usage.nano_cores),
+            )
             stats.memory = pb.MemoryUsage(
                 timestamp=now,
-                working_set_bytes=zero,
-                available_bytes=zero,
-                usage_bytes=zero,
-                rss_bytes=zero,
+                working_set_bytes=memory,
+                available_bytes=pb.UInt64Value(value=max(limit - usage.memory_bytes, 0) if limit else 0),
+                usage_bytes=memory,
+                rss_bytes=memory,
                 page_faults=zero,
                 major_page_faults=zero,
             )

@@ -1,9 +1,10 @@
 """Serve a :class:`SimRuntime` as a real CRI gRPC server on a unix socket, so any CRI client (crictl,
 the Go kubelet, our own ``CriRuntime``) can drive it.
 
-grpclib is asyncio-only, so the server runs inside one ``trio_asyncio.open_loop()``; every handler hops
-back into Trio with ``trio_as_aio`` to call the SimRuntime, and the typed :mod:`~kubelet_trio.cri.errors`
-become gRPC statuses again (the inverse of ``CriRuntime``'s translation), messages preserved.
+grpclib is asyncio-only, so the server runs on an asyncio loop of its own thread
+(:mod:`kubelet_trio.aiobridge`); every handler hops back into Trio to call the SimRuntime, and the typed
+:mod:`~kubelet_trio.cri.errors` become gRPC statuses again (the inverse of ``CriRuntime``'s translation),
+messages preserved.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import trio
-import trio_asyncio
 from grpclib import GRPCError, Status
 from grpclib.protocol import H2Protocol
 from grpclib.server import Server
 
+from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.logs import kv
@@ -46,48 +47,51 @@ def grpc_status(err: errors.CriError) -> Status:
     return Status.UNKNOWN
 
 
-async def _call(fn: Callable[..., Awaitable[R]], *args: Any) -> R:
-    """Run a SimRuntime method in Trio (from a grpclib handler) and map its errors to gRPC statuses."""
-    try:
-        result: R = await trio_asyncio.trio_as_aio(fn)(*args)  # trio_asyncio is untyped
-    except errors.CriError as err:
-        raise GRPCError(grpc_status(err), err.message) from err
-    return result
+class _Handlers:
+    """What both services share: the SimRuntime, and the bridge back into its Trio run."""
+
+    def __init__(self, sim: SimRuntime, bridge: AsyncioThread) -> None:
+        self.sim = sim
+        self.bridge = bridge
+
+    async def _call(self, fn: Callable[..., Awaitable[R]], *args: Any) -> R:
+        """Run a SimRuntime method in Trio (from a grpclib handler); its errors become gRPC statuses."""
+        try:
+            return await self.bridge.to_trio(fn, *args)
+        except errors.CriError as err:
+            raise GRPCError(grpc_status(err), err.message) from err
 
 
-class RuntimeService(pb.RuntimeServiceBase):
+class RuntimeService(_Handlers, pb.RuntimeServiceBase):
     """CRI RuntimeService handlers over a SimRuntime."""
 
-    def __init__(self, sim: SimRuntime) -> None:
-        self.sim = sim
-
     async def version(self, message: pb.VersionRequest) -> pb.VersionResponse:
-        return await _call(self.sim.version, message.version)
+        return await self._call(self.sim.version, message.version)
 
     async def status(self, message: pb.StatusRequest) -> pb.StatusResponse:
-        return await _call(self.sim.status, message.verbose)
+        return await self._call(self.sim.status, message.verbose)
 
     async def run_pod_sandbox(self, message: pb.RunPodSandboxRequest) -> pb.RunPodSandboxResponse:
         config = message.config or pb.PodSandboxConfig()
-        sandbox_id = await _call(self.sim.run_pod_sandbox, config, message.runtime_handler)
+        sandbox_id = await self._call(self.sim.run_pod_sandbox, config, message.runtime_handler)
         return pb.RunPodSandboxResponse(pod_sandbox_id=sandbox_id)
 
     async def stop_pod_sandbox(self, message: pb.StopPodSandboxRequest) -> pb.StopPodSandboxResponse:
-        await _call(self.sim.stop_pod_sandbox, message.pod_sandbox_id)
+        await self._call(self.sim.stop_pod_sandbox, message.pod_sandbox_id)
         return pb.StopPodSandboxResponse()
 
     async def remove_pod_sandbox(self, message: pb.RemovePodSandboxRequest) -> pb.RemovePodSandboxResponse:
-        await _call(self.sim.remove_pod_sandbox, message.pod_sandbox_id)
+        await self._call(self.sim.remove_pod_sandbox, message.pod_sandbox_id)
         return pb.RemovePodSandboxResponse()
 
     async def pod_sandbox_status(self, message: pb.PodSandboxStatusRequest) -> pb.PodSandboxStatusResponse:
-        return await _call(self.sim.pod_sandbox_status, message.pod_sandbox_id, message.verbose)
+        return await self._call(self.sim.pod_sandbox_status, message.pod_sandbox_id, message.verbose)
 
     async def list_pod_sandbox(self, message: pb.ListPodSandboxRequest) -> pb.ListPodSandboxResponse:
-        return pb.ListPodSandboxResponse(items=await _call(self.sim.list_pod_sandbox, message.filter))
+        return pb.ListPodSandboxResponse(items=await self._call(self.sim.list_pod_sandbox, message.filter))
 
     async def create_container(self, message: pb.CreateContainerRequest) -> pb.CreateContainerResponse:
-        container_id = await _call(
+        container_id = await self._call(
             self.sim.create_container,
             message.pod_sandbox_id,
             message.config or pb.ContainerConfig(),
@@ -96,82 +100,92 @@ class RuntimeService(pb.RuntimeServiceBase):
         return pb.CreateContainerResponse(container_id=container_id)
 
     async def start_container(self, message: pb.StartContainerRequest) -> pb.StartContainerResponse:
-        await _call(self.sim.start_container, message.container_id)
+        await self._call(self.sim.start_container, message.container_id)
         return pb.StartContainerResponse()
 
     async def stop_container(self, message: pb.StopContainerRequest) -> pb.StopContainerResponse:
-        await _call(self.sim.stop_container, message.container_id, message.timeout)
+        await self._call(self.sim.stop_container, message.container_id, message.timeout)
         return pb.StopContainerResponse()
 
     async def remove_container(self, message: pb.RemoveContainerRequest) -> pb.RemoveContainerResponse:
-        await _call(self.sim.remove_container, message.container_id)
+        await self._call(self.sim.remove_container, message.container_id)
         return pb.RemoveContainerResponse()
 
     async def list_containers(self, message: pb.ListContainersRequest) -> pb.ListContainersResponse:
-        return pb.ListContainersResponse(containers=await _call(self.sim.list_containers, message.filter))
+        return pb.ListContainersResponse(
+            containers=await self._call(self.sim.list_containers, message.filter)
+        )
 
     async def container_status(self, message: pb.ContainerStatusRequest) -> pb.ContainerStatusResponse:
-        return await _call(self.sim.container_status, message.container_id, message.verbose)
+        return await self._call(self.sim.container_status, message.container_id, message.verbose)
 
     async def reopen_container_log(
         self, message: pb.ReopenContainerLogRequest
     ) -> pb.ReopenContainerLogResponse:
-        await _call(self.sim.reopen_container_log, message.container_id)
+        await self._call(self.sim.reopen_container_log, message.container_id)
         return pb.ReopenContainerLogResponse()
 
     async def exec_sync(self, message: pb.ExecSyncRequest) -> pb.ExecSyncResponse:
-        return await _call(self.sim.exec_sync, message.container_id, list(message.cmd), message.timeout)
+        return await self._call(self.sim.exec_sync, message.container_id, list(message.cmd), message.timeout)
 
     async def exec(self, message: pb.ExecRequest) -> pb.ExecResponse:
-        return pb.ExecResponse(url=await _call(self.sim.exec, message))
+        return pb.ExecResponse(url=await self._call(self.sim.exec, message))
 
     async def attach(self, message: pb.AttachRequest) -> pb.AttachResponse:
-        return pb.AttachResponse(url=await _call(self.sim.attach, message))
+        return pb.AttachResponse(url=await self._call(self.sim.attach, message))
 
     async def port_forward(self, message: pb.PortForwardRequest) -> pb.PortForwardResponse:
-        return pb.PortForwardResponse(url=await _call(self.sim.port_forward, message))
+        return pb.PortForwardResponse(url=await self._call(self.sim.port_forward, message))
 
     async def container_stats(self, message: pb.ContainerStatsRequest) -> pb.ContainerStatsResponse:
-        return pb.ContainerStatsResponse(stats=await _call(self.sim.container_stats, message.container_id))
+        return pb.ContainerStatsResponse(
+            stats=await self._call(self.sim.container_stats, message.container_id)
+        )
 
     async def list_container_stats(
         self, message: pb.ListContainerStatsRequest
     ) -> pb.ListContainerStatsResponse:
-        return pb.ListContainerStatsResponse(stats=await _call(self.sim.list_container_stats, message.filter))
+        return pb.ListContainerStatsResponse(
+            stats=await self._call(self.sim.list_container_stats, message.filter)
+        )
+
+    async def list_pod_sandbox_stats(
+        self, message: pb.ListPodSandboxStatsRequest
+    ) -> pb.ListPodSandboxStatsResponse:
+        return pb.ListPodSandboxStatsResponse(
+            stats=await self._call(self.sim.list_pod_sandbox_stats, message.filter)
+        )
 
     async def update_runtime_config(
         self, message: pb.UpdateRuntimeConfigRequest
     ) -> pb.UpdateRuntimeConfigResponse:
         config = message.runtime_config or pb.RuntimeConfig()
-        await _call(self.sim.update_runtime_config, config)
+        await self._call(self.sim.update_runtime_config, config)
         return pb.UpdateRuntimeConfigResponse()
 
 
-class ImageService(pb.ImageServiceBase):
+class ImageService(_Handlers, pb.ImageServiceBase):
     """CRI ImageService handlers over a SimRuntime."""
 
-    def __init__(self, sim: SimRuntime) -> None:
-        self.sim = sim
-
     async def list_images(self, message: pb.ListImagesRequest) -> pb.ListImagesResponse:
-        return pb.ListImagesResponse(images=await _call(self.sim.list_images, message.filter))
+        return pb.ListImagesResponse(images=await self._call(self.sim.list_images, message.filter))
 
     async def image_status(self, message: pb.ImageStatusRequest) -> pb.ImageStatusResponse:
-        image = await _call(self.sim.image_status, message.image or pb.ImageSpec(), message.verbose)
+        image = await self._call(self.sim.image_status, message.image or pb.ImageSpec(), message.verbose)
         return pb.ImageStatusResponse(image=image)
 
     async def pull_image(self, message: pb.PullImageRequest) -> pb.PullImageResponse:
-        image_ref = await _call(
+        image_ref = await self._call(
             self.sim.pull_image, message.image or pb.ImageSpec(), message.auth, message.sandbox_config
         )
         return pb.PullImageResponse(image_ref=image_ref)
 
     async def remove_image(self, message: pb.RemoveImageRequest) -> pb.RemoveImageResponse:
-        await _call(self.sim.remove_image, message.image or pb.ImageSpec())
+        await self._call(self.sim.remove_image, message.image or pb.ImageSpec())
         return pb.RemoveImageResponse()
 
     async def image_fs_info(self, message: pb.ImageFsInfoRequest) -> pb.ImageFsInfoResponse:
-        return await _call(self.sim.image_fs_info)
+        return await self._call(self.sim.image_fs_info)
 
 
 class _ClosingServer(Server):
@@ -217,19 +231,21 @@ async def serve_sim_cri(
     (their calls fail as "connection lost"), waits up to ``SHUTDOWN_GRACE`` for handlers to finish and
     removes the socket file. The socket's directory is created if needed; a stale socket is replaced.
     """
-    async with open_sim_streaming(sim), trio_asyncio.open_loop():
+    async with open_sim_streaming(sim), open_asyncio_thread() as bridge:
         await trio.Path(socket_path).parent.mkdir(parents=True, exist_ok=True)
-        server = _ClosingServer([RuntimeService(sim), ImageService(sim)])
-        await trio_asyncio.aio_as_trio(server.start)(path=socket_path)
+        server = await bridge.run_sync(
+            _ClosingServer, [RuntimeService(sim, bridge), ImageService(sim, bridge)]
+        )
+        await bridge.call(server.start, path=socket_path)
         try:
             logger.debug("sim-cri: listening", extra=kv(socket=socket_path))
             task_status.started()
             await trio.sleep_forever()
         finally:
-            server.close()
-            server.close_connections()
             with trio.move_on_after(SHUTDOWN_GRACE, shield=True):
-                await trio_asyncio.aio_as_trio(server.wait_closed)()
+                await bridge.run_sync(server.close)
+                await bridge.run_sync(server.close_connections)
+                await bridge.call(server.wait_closed)
             with trio.move_on_after(SHUTDOWN_GRACE, shield=True):
                 await trio.Path(socket_path).unlink(missing_ok=True)
             logger.debug("sim-cri: stopped", extra=kv(socket=socket_path))

@@ -8,7 +8,6 @@ from kubelet_trio.status.generate import (
     apply_active_deadline,
     convert_container_statuses,
     generate_api_pod_status,
-    is_static_pod,
     should_container_be_restarted,
 )
 from kubelet_trio.status.phase import FAILED, PENDING, RUNNING, SUCCEEDED, get_phase
@@ -32,7 +31,6 @@ __all__ = [
     "format_time",
     "generate_api_pod_status",
     "get_phase",
-    "is_static_pod",
     "parse_rfc3339",
     "pod_qos",
     "pod_sandbox_changed",

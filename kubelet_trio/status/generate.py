@@ -66,7 +66,6 @@ __all__ = [
     "apply_active_deadline",
     "convert_container_statuses",
     "generate_api_pod_status",
-    "is_static_pod",
     "should_container_be_restarted",
 ]
 
@@ -86,13 +85,6 @@ _MSG_INIT_LOST = (
     "Unable to get init container status from container runtime and pod has been initialized, "
     "treat it as exited normally"
 )
-_CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
-
-
-def is_static_pod(pod: Pod) -> bool:
-    """A pod from a file or URL source (``kubernetes.io/config.source`` set and not ``api``)."""
-    source = pod.annotations.get(_CONFIG_SOURCE_ANNOTATION)
-    return source is not None and source != "api"
 
 
 def _spec(pod: Pod) -> PodSpec:
@@ -433,7 +425,7 @@ def generate_api_pod_status(
     now_text = format_time(moment)
     reasons = reasons or {}
     if is_static is None:
-        is_static = is_static_pod(pod)
+        is_static = pod.is_static
 
     init_containers = spec.init_containers or ()
     has_init = bool(init_containers)

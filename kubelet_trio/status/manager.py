@@ -14,6 +14,7 @@ import attrs
 import trio_util
 
 from kubelet_trio.api import Pod
+from kubelet_trio.api.pod import TERMINAL_PHASES
 from kubelet_trio.api.status import (
     ContainerState,
     ContainerStateTerminated,
@@ -23,8 +24,6 @@ from kubelet_trio.api.status import (
 from kubelet_trio.logs import kobj, kv
 
 logger = logging.getLogger(__name__)
-
-TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 @attrs.frozen
@@ -91,8 +90,7 @@ class StatusManager:
             init_container_statuses=tuple(map(_terminate_container, status.init_container_statuses or ()))
             or None,
         )
-        static = pod.annotations.get("kubernetes.io/config.source", "api") != "api"
-        if status.phase not in TERMINAL_PHASES and not static:
+        if status.phase not in TERMINAL_PHASES and not pod.is_static:
             status = attrs.evolve(status, phase="Failed")
         self.set_pod_status(pod, status)
 

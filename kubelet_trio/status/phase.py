@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kubelet_trio.api.pod import PodSpec
+from kubelet_trio.api.pod import FAILED, PENDING, RUNNING, SUCCEEDED, TERMINAL_PHASES, PodSpec
 from kubelet_trio.api.status import ContainerState, ContainerStatus
 
 __all__ = [
@@ -21,12 +21,6 @@ __all__ = [
     "get_phase",
     "restart_policy",
 ]
-
-PENDING = "Pending"
-RUNNING = "Running"
-SUCCEEDED = "Succeeded"
-FAILED = "Failed"
-TERMINAL_PHASES = frozenset({SUCCEEDED, FAILED})
 
 
 def restart_policy(spec: PodSpec | None) -> str:

@@ -28,6 +28,7 @@ import trio
 import trio_util
 
 from kubelet_trio.api import Pod, PodCondition, PodStatus
+from kubelet_trio.api.pod import TERMINAL_PHASES
 from kubelet_trio.client import ApiClient, ApiClientError, Conflict, Invalid, NotFound, merge_patch_diff
 from kubelet_trio.config.types import CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION
 from kubelet_trio.logs import kobj, kv
@@ -39,7 +40,7 @@ from kubelet_trio.status.conditions import (
     POD_FAILED,
     READY,
 )
-from kubelet_trio.status.manager import TERMINAL_PHASES, StatusManager, VersionedStatus
+from kubelet_trio.status.manager import StatusManager, VersionedStatus
 
 __all__ = ["StatusPublisher", "merge_pod_status"]
 
@@ -48,6 +49,7 @@ logger = logging.getLogger(__name__)
 SYNC_PERIOD = 10.0
 CONFLICT_RETRIES = 3
 CONFLICT_BACKOFF = 0.2
+MAX_CONCURRENT_SYNCS = 32  # pods whose status is sent at once
 
 
 class PodLookup(Protocol):
@@ -77,10 +79,6 @@ class PublisherHost(Protocol):
 
 def _terminal(phase: str | None) -> bool:
     return phase in TERMINAL_PHASES
-
-
-def _is_static(pod: Pod) -> bool:
-    return pod.annotations.get("kubernetes.io/config.source", "api") != "api"
 
 
 def merge_pod_status(
@@ -128,6 +126,10 @@ class StatusPublisher:
     patches: int = 0
     deletes: int = 0
     _sent: dict[str, int] = attrs.Factory(dict)  # uid -> status version the API has
+    # uid -> (the status we merged and wrote, the status the API server held right after): while both are
+    # unchanged, nobody changed the pod's status and we want the same, so there is no drift to repair.
+    # Without this a field an older API server drops (hostIPs before 1.28) would be re-sent every sweep.
+    _written: dict[str, tuple[PodStatus, PodStatus]] = attrs.Factory(dict)
     _kick: trio_util.AsyncValue[int] = attrs.Factory(lambda: trio_util.AsyncValue(0))
     _finish_waits: set[str] = attrs.Factory(set)
     _nursery: trio.Nursery | None = None
@@ -155,24 +157,35 @@ class StatusPublisher:
         self._kick.value += 1
 
     async def sync_batch(self, *, full: bool) -> None:
+        """Send every status that changed (and, on a full round, every one that drifted): the pods
+        concurrently, at most :data:`MAX_CONCURRENT_SYNCS` at once, so one round costs about one
+        round trip rather than one per pod; the client's rate limiter still bounds the request rate."""
         entries = self.host.status_manager.all()
         known = {entry.pod.uid for entry in entries}
         for uid in [u for u in self._sent if u not in known]:
             del self._sent[uid]
-        for entry in entries:
-            uid = entry.pod.uid
-            api_pod = self._api_pod(entry.pod)
-            if api_pod is None:
-                continue
-            pending_delete = self._deletion_pending(entry.pod, api_pod)
-            stale = self._sent.get(uid, 0) < entry.version
-            if not (stale or pending_delete or (full and self._needs_reconcile(entry, api_pod))):
-                continue
-            await self._sync_pod(entry, api_pod)
+            self._written.pop(uid, None)
+        limiter = trio.CapacityLimiter(MAX_CONCURRENT_SYNCS)
+
+        async def sync_one(entry: VersionedStatus, api_pod: Pod) -> None:
+            async with limiter:
+                await self._sync_pod(entry, api_pod)
+
+        async with trio.open_nursery() as nursery:
+            for entry in entries:
+                uid = entry.pod.uid
+                api_pod = self._api_pod(entry.pod)
+                if api_pod is None:
+                    continue
+                pending_delete = self._deletion_pending(entry.pod, api_pod)
+                stale = self._sent.get(uid, 0) < entry.version
+                if not (stale or pending_delete or (full and self._needs_reconcile(entry, api_pod))):
+                    continue
+                nursery.start_soon(sync_one, entry, api_pod)
 
     def _api_pod(self, pod: Pod) -> Pod | None:
         """The API object the status goes to: the pod itself, or a static pod's current mirror pod."""
-        if not _is_static(pod):
+        if not pod.is_static:
             return self.host.pod_manager.get(pod.uid)
         mirror = self.mirror_pods().get(pod.full_name)
         if mirror is None or mirror.annotations.get(CONFIG_MIRROR_ANNOTATION) != pod.annotations.get(
@@ -182,7 +195,7 @@ class StatusPublisher:
         return mirror
 
     def _deletion_pending(self, pod: Pod, api_pod: Pod) -> bool:
-        if _is_static(pod) or not (api_pod.metadata and api_pod.metadata.deletion_timestamp):
+        if pod.is_static or not (api_pod.metadata and api_pod.metadata.deletion_timestamp):
             return False
         workers = self.host.pod_workers
         if workers.is_finished(pod.uid):
@@ -207,6 +220,8 @@ class StatusPublisher:
             entry.status,
             could_have_running_containers=self.host.pod_workers.could_have_running_containers(entry.pod.uid),
         )
+        if self._written.get(entry.pod.uid) == (merged, api_pod.status):
+            return False
         return bool(merge_patch_diff((api_pod.status or PodStatus()).to_dict(), merged.to_dict()) != {})
 
     async def _sync_pod(self, entry: VersionedStatus, api_pod: Pod) -> None:
@@ -240,6 +255,7 @@ class StatusPublisher:
                         "patched pod status", extra=kv(pod=kobj(pod), uid=target_uid, phase=merged.phase)
                     )
                 self._sent[pod.uid] = entry.version
+                self._written[pod.uid] = (merged, PodStatus.from_dict(current.get("status") or {}))
                 await self._maybe_delete(pod, current)
                 return
             except NotFound:
@@ -258,7 +274,7 @@ class StatusPublisher:
     async def _maybe_delete(self, pod: Pod, current: dict[str, Any]) -> None:
         """``canBeDeleted``: deleting, not a mirror, terminal in the API, and the worker has finished."""
         meta = current.get("metadata") or {}
-        if _is_static(pod) or not meta.get("deletionTimestamp"):
+        if pod.is_static or not meta.get("deletionTimestamp"):
             return
         if CONFIG_MIRROR_ANNOTATION in (meta.get("annotations") or {}):
             return

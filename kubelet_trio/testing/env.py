@@ -23,7 +23,7 @@ from kubelet_trio.testing.containerd import PrivateContainerd
 from kubelet_trio.testing.images import TestImages, push_test_images
 from kubelet_trio.testing.registry import LocalRegistry
 
-REQUIRED_BINARIES = ("containerd", "runc", "ctr", "docker-registry")
+REQUIRED_BINARIES = ("containerd", "runc", "ctr", "docker-registry", "ip")
 
 
 def missing_prerequisites() -> list[str]:
@@ -74,6 +74,12 @@ class LocalCriEnvironment:
         return self.containerd.endpoint
 
     @property
+    def pod_subnet(self) -> str:
+        """The subnet pods get their IPs from (a claimed /24, never the host's own networks)."""
+        assert self.containerd.network is not None
+        return self.containerd.network.subnet
+
+    @property
     def missing_image(self) -> str:
         """A reference on the live registry that does not exist."""
         return f"{self.registry.address}/kubelet-trio/does-not-exist:1"
@@ -98,6 +104,7 @@ class LocalCriEnvironment:
             self.containerd.stop()
             self.containerd.kill_shims()
             self.containerd.unmount_all()
+            self.containerd.release_network()
             self.registry.stop()
             subprocess.run(["rm", "-rf", str(self.workdir)], check=False)
 

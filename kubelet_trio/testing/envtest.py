@@ -136,6 +136,7 @@ def start_envtest(directory: Path, *, extra_args: Sequence[str] = ()) -> Envtest
     ca = trustme.CA()
     ca_file = work / "ca.crt"
     ca.cert_pem.write_to_path(str(ca_file))
+    ca.private_key_pem.write_to_path(str(work / "ca.key"))  # a controller manager signs CSRs with it
     serving = ca.issue_cert("127.0.0.1", "localhost")
     serving.cert_chain_pems[0].write_to_path(str(work / "apiserver.crt"))
     serving.private_key_pem.write_to_path(str(work / "apiserver.key"))

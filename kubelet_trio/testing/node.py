@@ -24,6 +24,7 @@ import attrs
 import trio
 
 from kubelet_trio.api import ObjectMeta, Pod, PodStatus, default_pod
+from kubelet_trio.api.timefmt import rfc3339
 from kubelet_trio.client import ApiClient
 from kubelet_trio.clock import WallClock
 from kubelet_trio.config.podconfig import PodConfig
@@ -84,7 +85,7 @@ class SimNode:
         assert current.metadata is not None
         meta = attrs.evolve(
             current.metadata,
-            deletion_timestamp=self.kubelet.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            deletion_timestamp=rfc3339(self.kubelet.clock.now()),
             deletion_grace_period_seconds=grace_period_seconds,
         )
         deleted = attrs.evolve(current, metadata=meta)

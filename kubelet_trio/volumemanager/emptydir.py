@@ -19,8 +19,8 @@ import stat
 from collections.abc import Sequence
 
 from kubelet_trio.api import Container, EmptyDirVolumeSource, Pod
+from kubelet_trio.cm.allocatable import NodeAllocatable
 from kubelet_trio.fsio import RunSync, make_dirs
-from kubelet_trio.kuberuntime.resources import NodeAllocatable
 from kubelet_trio.volumemanager.datadirs import make_plugin_dir
 from kubelet_trio.volumemanager.mounter import Mounter, MountFailed
 from kubelet_trio.volumemanager.ownership import set_volume_ownership

@@ -31,10 +31,10 @@ from typing import Protocol
 import attrs
 
 from kubelet_trio.api import EmptyDirVolumeSource, Pod, ProjectedVolumeSource, Volume
+from kubelet_trio.cm.allocatable import NodeAllocatable
 from kubelet_trio.fsio import RunSync, run_in_thread
-from kubelet_trio.kuberuntime.envvars import NO_OBJECTS, ObjectStore
-from kubelet_trio.kuberuntime.resources import NodeAllocatable
 from kubelet_trio.logs import kobj, kv
+from kubelet_trio.objects import NO_OBJECTS, ObjectStore
 from kubelet_trio.token import STANDALONE_ERROR, TokenError, TokenRequest
 from kubelet_trio.volumemanager.atomic_writer import AtomicWriter, FileProjection
 from kubelet_trio.volumemanager.emptydir import (

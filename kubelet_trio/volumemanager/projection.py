@@ -17,9 +17,10 @@ from kubelet_trio.api import (
     ProjectedVolumeSource,
     SecretVolumeSource,
 )
-from kubelet_trio.kuberuntime.envvars import EnvError, ObjectStore, extract_field_path
-from kubelet_trio.kuberuntime.resources import NodeAllocatable, container_resource_value
-from kubelet_trio.kuberuntime.security import effective_security_context
+from kubelet_trio.cm.allocatable import NodeAllocatable
+from kubelet_trio.fieldpath import container_resource_value, extract_field_path
+from kubelet_trio.objects import EnvError, ObjectStore
+from kubelet_trio.securitycontext import effective_security_context
 from kubelet_trio.token import TokenRequest
 from kubelet_trio.volumemanager.atomic_writer import FileProjection
 

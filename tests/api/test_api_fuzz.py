@@ -1,4 +1,6 @@
-"""Hypothesis fuzzing of decoding and manifest parsing: only the project's own errors may escape."""
+"""Hypothesis fuzzing of decoding and manifest parsing: only the project's own errors may escape.
+
+No deadlines: how long an example takes depends on the machine's load, and tests assert no timings."""
 
 from __future__ import annotations
 
@@ -59,6 +61,28 @@ def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return out
 
 
+#: The typed maps of the models: a null value there decodes to the zero value, like a null list item.
+MAP_FIELDS = {"labels", "annotations", "nodeSelector", "limits", "requests"}
+
+
+def _has_null_item(value: Any, key: Any = None) -> bool:
+    """True when decoding must turn a null into a zero value (so the round trip is not exact)."""
+    if isinstance(value, list):
+        return any(item is None or _has_null_item(item) for item in value)
+    if isinstance(value, dict):
+        if key in MAP_FIELDS and any(item is None for item in value.values()):
+            return True
+        return any(_has_null_item(item, k) for k, item in value.items())
+    return False
+
+
+def _round_trips(pod: Pod, doc: Any) -> None:
+    if _has_null_item(doc):  # zero values in place of null items; encoding that again is exact
+        assert Pod.from_dict(pod.to_dict()).to_dict() == pod.to_dict()
+    else:
+        assert pod.to_dict() == doc
+
+
 @st.composite
 def mutated_pods(draw: st.DrawFn) -> Any:
     """A real manifest with one to three members replaced by arbitrary JSON (or a known key added)."""
@@ -77,29 +101,29 @@ def mutated_pods(draw: st.DrawFn) -> Any:
     return doc
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_pods())
 def test_decode_round_trips_or_raises_api_error(doc: Any) -> None:
     try:
         pod = Pod.from_dict(doc)
     except ApiError:
         return
-    assert pod.to_dict() == doc
+    _round_trips(pod, doc)
     validate_pod(default_pod(pod))  # must not raise
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(json_values)
 def test_decode_arbitrary_json(doc: Any) -> None:
     try:
         pod = Pod.from_dict(doc)
     except ApiError:
         return
-    assert pod.to_dict() == doc
+    _round_trips(pod, doc)
     validate_pod(default_pod(pod))
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_pods(), st.sampled_from(["yaml", "json"]))
 def test_parse_manifest_never_raises(doc: Any, fmt: str) -> None:
     text = yaml.safe_dump(doc) if fmt == "yaml" else json.dumps(doc, indent=1)
@@ -114,7 +138,7 @@ YAML_ALPHABET = st.sampled_from(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(YAML_ALPHABET, max_size=60).map("".join) | st.text(max_size=80) | st.binary(max_size=80))
 def test_parse_manifest_arbitrary_text(text: str | bytes) -> None:
     result = parse_manifest(text, file="fuzz")

@@ -344,12 +344,7 @@ MUTATIONS = [
     (("spec", "restartPolicy"), "Sometimes", "spec.restartPolicy", "Unsupported"),
     (("spec", "dnsPolicy"), "None", "spec.dnsConfig", "Required value"),
     (("spec", "activeDeadlineSeconds"), 0, "spec.activeDeadlineSeconds", "between 1 and"),
-    (
-        ("spec", "terminationGracePeriodSeconds"),
-        -1,
-        "spec.terminationGracePeriodSeconds",
-        "greater than or equal",
-    ),
+    # (A negative terminationGracePeriodSeconds is not an error: the API server makes it 1 on create.)
     (("metadata", "name"), _DELETE, "metadata.name", "Required value"),
     (("metadata", "name"), "x" * 254, "metadata.name", "no more than 253"),
     (("metadata", "namespace"), "Prod", "metadata.namespace", "RFC 1123 label"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.fakeapi import FakeApi
+from kubelet_trio.testing.fakeapi import FakeApi
 
 
 def phase(api: FakeApi, name: str) -> str | None:

@@ -7,13 +7,13 @@ from typing import Any
 import trio
 import trio.testing
 
-from kubelet_trio.admission import NodeView, PredicateAdmitHandler, pod_requests
 from kubelet_trio.api import Pod, default_pod
 from kubelet_trio.apimode import ApiModeOptions
 from kubelet_trio.clock import WallClock
+from kubelet_trio.lifecycle.predicate import NodeView, PredicateAdmitHandler, pod_requests
+from kubelet_trio.testing.fakeapi import open_fake_api
 from tests.apiserver.harness import MACHINE, node_ready, open_api_node, pod_manifest
 from tests.apiserver.pod_status import phase, running
-from tests.fakeapi import open_fake_api
 
 NODE = NodeView(
     "node-1",

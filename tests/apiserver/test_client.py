@@ -29,7 +29,7 @@ from kubelet_trio.client import (
     open_api_client,
 )
 from kubelet_trio.client.merge import apply_merge_patch
-from tests.fakeapi import FakeApiApp, open_fake_api, serve_fake_api
+from kubelet_trio.testing.fakeapi import FakeApiApp, open_fake_api, serve_fake_api
 
 POD = {
     "metadata": {"name": "web"},

@@ -17,10 +17,10 @@ import trio.testing
 from kubelet_trio.client import Invalid
 from kubelet_trio.clock import WallClock
 from kubelet_trio.fsio import run_inline
+from kubelet_trio.testing.fakeapi import FakeApi, FakeApiError, open_fake_api
 from kubelet_trio.testing.pods import ExitZeroOnTerm
 from tests.apiserver.harness import SIM, open_api_node, pod_manifest
 from tests.apiserver.pod_status import api_container, phase, running
-from tests.fakeapi import FakeApi, FakeApiError, open_fake_api
 
 DEADLINE = ("Failed", "DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
 BUSYBOX = "registry.sim/busybox:1.36"

@@ -13,9 +13,9 @@ import pytest
 import trio
 
 from kubelet_trio.testing.env import LocalCriEnvironment
+from kubelet_trio.testing.fakeapi import FakeApi
 from tests.apiserver.harness import open_containerd_api_node
 from tests.apiserver.pod_status import api_container, phase, running
-from tests.fakeapi import FakeApi
 
 pytestmark = pytest.mark.containerd
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import trio
 
+from kubelet_trio.testing.fakeapi import open_fake_api, serve_fake_api
 from tests.apiserver.harness import write_kubeconfig
 from tests.apiserver.pod_status import phase, running
-from tests.fakeapi import open_fake_api, serve_fake_api
 
 NODE = "cli-node"
 

@@ -11,9 +11,9 @@ from kubelet_trio.clock import WallClock
 from kubelet_trio.config import apiserver
 from kubelet_trio.fsio import run_inline
 from kubelet_trio.sim.runtime import SimRuntime
+from kubelet_trio.testing.fakeapi import open_fake_api
 from tests.apiserver.harness import open_api_node, pod_manifest
 from tests.apiserver.pod_status import api_container, phase, running
-from tests.fakeapi import open_fake_api
 
 RUNNING = 1  # CRI ContainerState.CONTAINER_RUNNING
 

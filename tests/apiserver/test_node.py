@@ -9,8 +9,8 @@ import trio.testing
 from kubelet_trio.apimode import KUBELET_VERSION, ApiModeOptions
 from kubelet_trio.clock import WallClock
 from kubelet_trio.sim.runtime import SimRuntime
+from kubelet_trio.testing.fakeapi import open_fake_api
 from tests.apiserver.harness import MACHINE, open_api_node
-from tests.fakeapi import open_fake_api
 
 
 def conditions(node: dict) -> dict[str, dict]:

@@ -19,8 +19,8 @@ from kubelet_trio.apiobjects import (
     referenced_objects,
 )
 from kubelet_trio.client.reflector import ObjectReflector
-from kubelet_trio.kuberuntime.envvars import ObjectUnavailable
-from tests.fakeapi import open_fake_api
+from kubelet_trio.objects import ObjectUnavailable
+from kubelet_trio.testing.fakeapi import open_fake_api
 
 CM_PATH = r"/configmaps/cfg$"
 
@@ -215,3 +215,44 @@ async def test_get_strategy_does_not_serve_stale_objects(autojump_clock: trio.te
         await store.ensure([ref])  # every ensure asks; this one fails
         with pytest.raises(ObjectUnavailable, match="couldn't get configmap default/cfg: 500"):
             store.get_config_map("default", "cfg")
+
+
+async def test_names_that_are_not_a_path_segment_are_never_requested(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The API server accepts a volume naming secret ``../x``; requesting it would address another
+    resource (``/namespaces/default/x``), so it is refused by name, as client-go refuses it."""
+    pod = Pod.from_dict(
+        {
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {
+                "containers": [{"name": "c"}],
+                "volumes": [
+                    {"name": "v1", "secret": {"secretName": "../x"}},
+                    {"name": "v2", "configMap": {"name": "a/b"}},
+                    {"name": "v3", "configMap": {"name": "%2e%2e"}},
+                    {"name": "v4", "configMap": {"name": "good"}},
+                ],
+            },
+        }
+    )
+    assert referenced_objects(pod) == [ObjectRef(CONFIG_MAPS, "default", "good")]
+    async with open_fake_api() as api, api.client() as client:
+        for store in (ApiObjectStore(client, ttl=60), WatchingObjectStore(client)):
+            async with trio.open_nursery() as nursery:
+                if isinstance(store, WatchingObjectStore):
+                    await nursery.start(store.run)
+                await store.ensure_pod(pod)
+                with pytest.raises(
+                    ObjectUnavailable, match=r"invalid resource name '\.\./x': may not contain '/'"
+                ):
+                    store.get_secret("default", "../x")
+                with pytest.raises(
+                    ObjectUnavailable, match="invalid resource name '%2e%2e': may not contain '%'"
+                ):
+                    store.get_config_map("default", "%2e%2e")
+                assert store.get_config_map("default", "good") is None  # asked for: not found
+                nursery.cancel_scope.cancel()
+        paths = [r.path for r in api.app.requests]
+        assert paths and all("/x" not in p and "/a/b" not in p and "%" not in p for p in paths), paths
+        assert any(p.endswith("/configmaps/good") for p in paths), paths

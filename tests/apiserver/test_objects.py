@@ -15,9 +15,9 @@ import trio.testing
 from kubelet_trio.apimode import ApiModeOptions
 from kubelet_trio.apiobjects import CONFIG_MAPS, SECRETS, ObjectRef
 from kubelet_trio.clock import WallClock
+from kubelet_trio.testing.fakeapi import FakeApi, open_fake_api
 from tests.apiserver.harness import MACHINE, ApiNode, open_api_node, pod_manifest
 from tests.apiserver.pod_status import container_status, running
-from tests.fakeapi import FakeApi, open_fake_api
 
 SYNC_FREQUENCY = 60.0
 

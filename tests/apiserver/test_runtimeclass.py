@@ -16,9 +16,9 @@ from kubelet_trio.fsio import run_inline
 from kubelet_trio.kuberuntime.labels import POD_UID_LABEL
 from kubelet_trio.pod_workers import BACKOFF_PERIOD
 from kubelet_trio.sim.runtime import SimRuntime
+from kubelet_trio.testing.fakeapi import FakeApi, open_fake_api
 from tests.apiserver.harness import open_api_node, pod_manifest
 from tests.apiserver.pod_status import api_container, phase, running
-from tests.fakeapi import FakeApi, open_fake_api
 
 
 @attrs.define(eq=False, kw_only=True)

@@ -13,11 +13,11 @@ import trio
 import trio.testing
 
 from kubelet_trio.clock import WallClock
+from kubelet_trio.testing.fakeapi import FakeApi, open_fake_api
+from kubelet_trio.testing.fakeapi.tokens import API_AUDIENCE, FAKE_CA_PEM, decode_token
 from tests.apiserver.harness import ApiNode, eventually, open_api_node, pod_manifest
 from tests.apiserver.pod_status import container_status, running
 from tests.apiserver.test_objects import volume_file, with_app
-from tests.fakeapi import FakeApi, open_fake_api
-from tests.fakeapi.tokens import API_AUDIENCE, FAKE_CA_PEM, decode_token
 
 SYNC_FREQUENCY = 10.0
 LIFETIME = 600

@@ -23,11 +23,11 @@ import pytest
 import trio
 
 from kubelet_trio.testing.env import LocalCriEnvironment
+from kubelet_trio.testing.fakeapi import FakeApi
 from kubelet_trio.volumemanager.mounter import unmount_all_under
 from tests.apiserver.harness import node_ready, open_containerd_api_node
 from tests.apiserver.pod_status import running
 from tests.apiserver.test_objects_containerd import pod_log, wait_for_log
-from tests.fakeapi import FakeApi
 
 pytestmark = pytest.mark.containerd
 

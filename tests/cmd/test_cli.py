@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,14 +80,15 @@ def test_flags_override_the_config_file(tmp_path: Path) -> None:
     assert from_flags.returncode == 0, from_flags.stderr
     assert [p["name"] for p in json.loads(from_flags.stdout)["pods"]] == ["flag-pod-node-a"]
     assert not any(line.startswith("{") for line in from_flags.stderr.splitlines())
-    added = [line for line in from_flags.stderr.splitlines() if 'msg="pod added"' in line]
-    assert added and "pod=default/flag-pod-node-a" in added[0] and " uid=" in added[0]
+    added = [line for line in from_flags.stderr.splitlines() if '] "pod added" ' in line]
+    assert added and re.match(r"I\d{4} [\d:.]{15} +\d+ [\w.]+:\d+\] ", added[0])  # klog's header
+    assert 'pod="default/flag-pod-node-a"' in added[0] and ' uid="' in added[0]
 
 
 def test_unknown_keys_warn_and_name_them(tmp_path: Path) -> None:
     manifest(tmp_path / "pods", "web")
     config = tmp_path / "kubelet.yaml"
-    config.write_text(HEADER + "staticPodPath: pods\nclusterDNS: [10.0.0.10]\nfeatureGates: {Foo: true}\n")
+    config.write_text(HEADER + "staticPodPath: pods\ncpuManagerPolicy: static\nfeatureGates: {Foo: true}\n")
     result = run_cli(
         "--config", str(config), "--runonce", "--runtime", "sim", "--pod-logs-dir", str(tmp_path / "l"),
         "--root-dir", str(tmp_path / "root"),
@@ -94,7 +96,7 @@ def test_unknown_keys_warn_and_name_them(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "unknown or unsupported" in line]
     assert len(warnings) == 1
-    assert "level=warning" in warnings[0] and "clusterDNS, featureGates" in warnings[0]
+    assert warnings[0].startswith("W") and "cpuManagerPolicy, featureGates" in warnings[0]
 
 
 def test_invalid_values_exit_2_naming_key_and_value(tmp_path: Path) -> None:
@@ -110,7 +112,13 @@ def test_invalid_values_exit_2_naming_key_and_value(tmp_path: Path) -> None:
     assert flag.returncode == 2
     assert "invalid value '99999' for --healthz-port" in flag.stderr
     unknown_flag = run_cli("--pod-manifest-path", "/pods", "--no-such-flag")
-    assert unknown_flag.returncode == 2 and "unrecognized arguments: --no-such-flag" in unknown_flag.stderr
+    assert (
+        unknown_flag.returncode == 2 and unknown_flag.stderr == "kubelet-trio: unknown flag: --no-such-flag\n"
+    )
+    upstream = run_cli("--pod-manifest-path", "/pods", "--cgroups-per-qos=false")
+    assert upstream.returncode == 2 and upstream.stderr == (
+        "kubelet-trio: flag --cgroups-per-qos is an upstream kubelet flag not supported by kubelet-trio\n"
+    )
 
 
 def test_usage_errors_exit_2(tmp_path: Path) -> None:
@@ -131,16 +139,45 @@ def test_help_is_grouped() -> None:
         if line and not line[0].isspace() and line.endswith(":")
     ]
     assert headings == [
-        "options",
+        "Usage",
         "configuration",
         "pod sources",
         "container runtime",
         "node",
         "API server mode (--kubeconfig)",
+        "TLS bootstrap and certificates",
         "HTTP servers",
         "run-once (--runonce)",
         "logging",
+        "configuration file only",
     ]
-    for flag in ("--pod-manifest-path", "--runonce-wait", "--read-only-port", "--log-format", "--v LEVEL"):
+    for flag in (
+        "--pod-manifest-path",
+        "--runonce-wait",
+        "--read-only-port",
+        "--log-format",
+        "-v, --v LEVEL",
+    ):
         assert flag in result.stdout
     assert "[staticPodPath]" in result.stdout and "(default 2m0s)" in result.stdout
+
+
+def test_version_verbosity_and_bare_booleans(tmp_path: Path) -> None:
+    from kubelet_trio import __version__
+
+    version = run_cli("--version")
+    assert (version.returncode, version.stdout, version.stderr) == (
+        0,
+        f"Kubernetes v1.33.0+kubelet-trio.{__version__}\n",
+        "",
+    )
+    manifest(tmp_path / "pods", "web")
+    result = run_cli(
+        "--runonce", "--runtime", "sim", "--pod-manifest-path", str(tmp_path / "pods"), "--anonymous-auth",
+        "-v", "4", "--logging-format", "json", "--root-dir", str(tmp_path / "root"),
+        "--pod-logs-dir", str(tmp_path / "logs"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    logs = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    assert {entry["v"] for entry in logs if "v" in entry} >= {0, 4}  # -v 4 shows V(4) lines
+    assert all(isinstance(entry["ts"], float) and ":" in entry["caller"] for entry in logs)

@@ -77,5 +77,5 @@ def test_invalid_keys(tmp_path: Path, body: str, message: str) -> None:
 
 
 def test_the_monitor_interval_is_a_file_key_only() -> None:
-    with pytest.raises(SystemExit):
+    with pytest.raises(OptionsError, match=r"^unknown flag: --container-log-monitor-interval$"):
         load_options(["--container-log-monitor-interval", "5s"])

@@ -66,22 +66,22 @@ def test_file_then_flags(tmp_path: Path) -> None:
     assert (options.healthz_port, options.read_only_port) == (0, 10255)
     assert options.manifest_url_header == {"X-Token": ["a", "b"]}
     assert options.container_runtime_endpoint == "unix:///run/crio/crio.sock"
-    assert (options.log_format, options.verbosity) == ("json", 2)
+    assert (options.logging_format, options.verbosity) == ("json", 2)
 
 
 def test_unknown_keys_are_named_in_one_warning(tmp_path: Path) -> None:
     config = tmp_path / "kubelet.yaml"
     config.write_text(
         HEADER
-        + "cgroupDriver: systemd\n"
+        + "cpuManagerPolicy: static\n"
         + "authentication: {anonymous: {enabled: false}, webhook: {cacheTTL: 2m}}\n"
-        + "evictionSoft: {memory.available: 1Gi}\n"
-        + "logging: {flushFrequency: 5s}\n"
+        + "featureGates: {KubeletInUserNamespace: true}\n"
+        + "logging: {flushFrequency: 5s, options: {json: {infoBufferSize: '0'}}}\n"
     )
     _, warnings = load_options(["--config", str(config)])
     assert warnings == [
         f"--config {config}: ignoring unknown or unsupported configuration keys: "
-        "cgroupDriver, evictionSoft, logging.flushFrequency"
+        "cpuManagerPolicy, featureGates, logging.options"
     ]
 
 
@@ -150,7 +150,13 @@ def test_node_name_is_the_lower_cased_override() -> None:
 def test_api_mode_settings_from_file_and_flags(tmp_path: Path) -> None:
     defaults, _ = load_options([])
     assert (defaults.kube_api_qps, defaults.kube_api_burst, defaults.register_node) == (50, 100, True)
-    assert defaults.eviction_hard == {"memory.available": "100Mi", "nodefs.available": "10%"}
+    assert defaults.eviction_hard == {
+        "memory.available": "100Mi",
+        "nodefs.available": "10%",
+        "nodefs.inodesFree": "5%",
+        "imagefs.available": "15%",
+        "imagefs.inodesFree": "5%",
+    }
     assert (defaults.node_status_update_frequency, defaults.node_status_report_frequency) == (10, 300)
     assert defaults.node_lease_duration_seconds == 40
 
@@ -207,7 +213,7 @@ def test_api_mode_settings_from_file_and_flags(tmp_path: Path) -> None:
         (["--eviction-hard", "nodefs.available<120%"], "'120%' is not a quantity or a percentage"),
         (["--register-with-taints", "gpu"], "for --register-with-taints: expected key\\[=value\\]:Effect"),
         (["--register-with-taints", "gpu:Never"], "invalid taint effect 'Never'"),
-        (["--register-node", "maybe"], "for --register-node: expected true or false"),
+        (["--register-node=maybe"], "for --register-node: expected true or false"),
     ],
 )
 def test_invalid_api_mode_flags(flags: list[str], message: str) -> None:

@@ -40,6 +40,7 @@ GO_DEFAULTS: dict[str, Any] = {
     "runtimeRequestTimeout": "2m0s",
     "podLogsDir": "/var/log/pods",
     "maxPods": 110,
+    "podCIDR": "",  # Go: used in standalone mode; here: the managed runtime's bridge subnet
     "allowedUnsafeSysctls": [],
     "containerLogMaxSize": "10Mi",
     "containerLogMaxFiles": 5,
@@ -66,8 +67,28 @@ GO_DEFAULTS: dict[str, Any] = {
     "authorization.webhook.cacheAuthorizedTTL": "5m0s",
     "authorization.webhook.cacheUnauthorizedTTL": "30s",
     "streamingConnectionIdleTimeout": "4h0m0s",
+    "rotateCertificates": False,
+    "serverTLSBootstrap": False,
+    "cgroupDriver": "cgroupfs",
+    "failSwapOn": True,
+    "clusterDNS": [],
+    "clusterDomain": "",
+    "resolvConf": "/etc/resolv.conf",
+    "logging.flushFrequency": "5s",
     "logging.format": "text",
     "logging.verbosity": 0,
+    "imageGCHighThresholdPercent": 85,
+    "imageGCLowThresholdPercent": 80,
+    "imageMinimumGCAge": "2m0s",
+    "shutdownGracePeriod": "0s",
+    "shutdownGracePeriodCriticalPods": "0s",
+    "evictionHard": {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%"}
+    | {"imagefs.available": "15%", "imagefs.inodesFree": "5%"},
+    "evictionSoft": {},
+    "evictionSoftGracePeriod": {},
+    "evictionMinimumReclaim": {},
+    "evictionPressureTransitionPeriod": "5m0s",
+    "evictionMaxPodGracePeriod": 0,
 }
 
 #: Keys whose default deliberately differs from Go's v1beta1 default: key -> (Go's default, why).
@@ -75,11 +96,6 @@ DEVIATIONS: dict[str, tuple[Any, str]] = {
     "authentication.anonymous.enabled": (True, "closed by default (the legacy flag default is true too)"),
     "authentication.webhook.enabled": (True, "webhooks need API server mode, which is optional here"),
     "authorization.mode": ("Webhook", "AlwaysAllow, the legacy flag default: API server mode is optional"),
-    "evictionHard": (
-        {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%"}
-        | {"imagefs.available": "15%", "imagefs.inodesFree": "5%"},
-        "only the memory and nodefs thresholds are subtracted from allocatable (no eviction manager)",
-    ),
 }
 
 #: Flag-only settings: not KubeletConfiguration fields in Go either, or this kubelet's own.
@@ -96,6 +112,13 @@ FLAG_ONLY = {
     "runonce_timeout",
     "runonce_cleanup",
     "output",
+    "bootstrap_kubeconfig",
+    "cert_dir",
+    "container_runtime",  # remote or managed (Go removed the flag in 1.27; managed is this kubelet's)
+    # deprecated container GC flags without a KubeletConfiguration field in Go either
+    "minimum_container_ttl_duration",
+    "maximum_dead_containers_per_container",
+    "maximum_dead_containers",
 }
 
 
@@ -115,6 +138,9 @@ def test_flags_and_keys_are_unique_and_every_flag_maps_to_a_key() -> None:
     for setting in SETTINGS:
         if setting.flag is not None:
             assert setting.flag == "--" + setting.dest.replace("_", "-") or setting.dest == "verbosity"
+    # aliases and shorthands: Go's spelling is the flag, older spellings of this kubelet are aliases
+    assert {s.dest: s.aliases for s in SETTINGS if s.aliases} == {"logging_format": ("--log-format",)}
+    assert {s.dest: s.shorthand for s in SETTINGS if s.shorthand} == {"verbosity": "v"}
 
 
 def test_the_default_is_the_declared_one_and_of_the_declared_type() -> None:
@@ -126,7 +152,7 @@ def test_the_default_is_the_declared_one_and_of_the_declared_type() -> None:
             annotation.split("[")[0]
         ]
         assert isinstance(setting.default, base), (setting.dest, annotation)
-        if setting.flag and not setting.is_switch and setting.default not in ("", {}, ()):
+        if setting.flag and setting.default not in ("", {}, ()):
             assert setting.parse(_as_flag(setting.default), False) == setting.default, setting.dest
 
 
@@ -169,6 +195,9 @@ def test_no_go_default_without_a_setting() -> None:
 
 #: KubeletConfig field -> the KubeletOptions setting it comes from.
 KUBELET_CONFIG = {
+    "cluster_dns": "cluster_dns",
+    "cluster_domain": "cluster_domain",
+    "resolv_conf": "resolv_conf",
     "pod_logs_dir": "pod_logs_dir",
     "container_log_max_files": "container_log_max_files",
     "container_log_monitor_interval": "container_log_monitor_interval",
@@ -190,6 +219,21 @@ KUBELET_CONFIG = {
     "streaming_connection_idle_timeout": "streaming_connection_idle_timeout",
     "address": "address",
     "allowed_unsafe_sysctls": "allowed_unsafe_sysctls",
+    "eviction_hard": "eviction_hard",
+    "eviction_soft": "eviction_soft",
+    "eviction_soft_grace_period": "eviction_soft_grace_period",
+    "eviction_minimum_reclaim": "eviction_minimum_reclaim",
+    "eviction_pressure_transition_period": "eviction_pressure_transition_period",
+    "eviction_max_pod_grace_period": "eviction_max_pod_grace_period",
+    "image_gc_high_threshold_percent": "image_gc_high_threshold",
+    "image_gc_low_threshold_percent": "image_gc_low_threshold",
+    "image_minimum_gc_age": "minimum_image_ttl_duration",
+    "minimum_container_ttl_duration": "minimum_container_ttl_duration",
+    "maximum_dead_containers_per_container": "maximum_dead_containers_per_container",
+    "maximum_dead_containers": "maximum_dead_containers",
+    "shutdown_grace_period": "shutdown_grace_period",
+    "shutdown_grace_period_critical_pods": "shutdown_grace_period_critical_pods",
+    "pod_infra_container_image": "pod_infra_container_image",
 }
 API_MODE = {
     "register_node": "register_node",
@@ -209,6 +253,9 @@ RUN_ONCE = {"wait": "runonce_wait", "timeout": "runonce_timeout", "cleanup": "ru
 RUN_ONCE |= {"max_pods": "max_pods"}
 
 CHANGED = [
+    "--cluster-dns=10.96.0.10",
+    "--cluster-domain=cluster.local",
+    "--resolv-conf=/run/systemd/resolve/resolv.conf",
     "--hostname-override=Node-A",
     "--node-ip=10.1.2.3",
     "--pod-logs-dir=/logs",
@@ -239,10 +286,22 @@ CHANGED = [
     "--kube-reserved=cpu=1",
     "--system-reserved=memory=1Gi",
     "--eviction-hard=memory.available<1Gi",
+    "--eviction-soft=memory.available<2Gi",
+    "--eviction-soft-grace-period=memory.available=1m30s",
+    "--eviction-minimum-reclaim=memory.available=100Mi",
+    "--eviction-pressure-transition-period=30s",
+    "--eviction-max-pod-grace-period=20",
     "--node-status-update-frequency=5s",
     "--runonce-wait=completion",
     "--runonce-timeout=9s",
     "--runonce-cleanup",
+    "--image-gc-high-threshold=90",
+    "--image-gc-low-threshold=70",
+    "--minimum-image-ttl-duration=5m",
+    "--minimum-container-ttl-duration=1m",
+    "--maximum-dead-containers-per-container=3",
+    "--maximum-dead-containers=100",
+    "--pod-infra-container-image=registry.k8s.io/pause:3.9",
 ]
 
 
@@ -256,6 +315,8 @@ def test_component_configs_carry_every_setting(argv: list[str]) -> None:
             node_lease_duration_seconds=20,
             config_map_and_secret_change_detection_strategy="Get",
             container_log_monitor_interval=30.0,
+            shutdown_grace_period=30.0,
+            shutdown_grace_period_critical_pods=10.0,
         )
     configs = component_configs(options)
     for config, mapping in (

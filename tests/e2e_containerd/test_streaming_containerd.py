@@ -27,9 +27,9 @@ import trustme
 
 from kubelet_trio.apimode import ApiModeOptions
 from kubelet_trio.testing.env import LocalCriEnvironment
+from kubelet_trio.testing.fakeapi import FakeApi
 from tests.apiserver.harness import MACHINE, node_ready, open_containerd_api_node
 from tests.apiserver.pod_status import api_container
-from tests.fakeapi import FakeApi
 from tests.kubeletapi.test_kubelet_api import free_port, server_files, tls_client
 from tests.server.kubectl import (
     KUBECTL_LIMIT,

@@ -10,9 +10,9 @@ import trio_util
 
 from kubelet_trio.apimode import open_kubeconfig_client
 from kubelet_trio.client import ApiClient, NotFound
+from kubelet_trio.testing.fakeapi.tokens import decode_token
 from tests.apiserver.harness import open_api_node, pod_manifest
 from tests.envtest.conftest import EnvtestCluster
-from tests.fakeapi.tokens import decode_token
 
 NODE = "envtest-node"
 LEASE = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{NODE}"

@@ -10,7 +10,6 @@ import trio
 import trio.testing
 
 from kubelet_trio import KubeletConfig, KubeletDeps, SimRuntime, open_kubelet
-from kubelet_trio.admission import PredicateAdmitHandler, admit_standalone
 from kubelet_trio.apimode import ApiModeOptions
 from kubelet_trio.clock import WallClock
 from kubelet_trio.config.podconfig import PodConfig
@@ -18,9 +17,10 @@ from kubelet_trio.config.types import API_SOURCE, SourceSet
 from kubelet_trio.cri.instrumented import InstrumentedRuntime
 from kubelet_trio.fsio import run_inline
 from kubelet_trio.kubelet_builder import build_kubelet
+from kubelet_trio.lifecycle.predicate import PredicateAdmitHandler, admit_standalone
+from kubelet_trio.testing.fakeapi import open_fake_api
 from kubelet_trio.testing.node import as_pod
 from tests.apiserver.harness import MACHINE
-from tests.fakeapi import open_fake_api
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ import trio
 import trio.testing
 
 from kubelet_trio.server.auth import WEBHOOK, AuthConfig, KubeletAuth, TtlCache, User
-from tests.fakeapi import open_fake_api
+from kubelet_trio.testing.fakeapi import open_fake_api
 
 TOKEN_REVIEWS = r"/tokenreviews$"
 ACCESS_REVIEWS = r"/subjectaccessreviews$"

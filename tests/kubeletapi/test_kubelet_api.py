@@ -20,10 +20,10 @@ from cryptography import x509
 from kubelet_trio.apimode import ApiModeOptions
 from kubelet_trio.options import component_configs, load_options
 from kubelet_trio.server.auth import request_attributes
+from kubelet_trio.testing.fakeapi.server import FAKE_URL, open_fake_api
 from kubelet_trio.testing.node import SimNode, open_sim_node
 from tests.apiserver.harness import MACHINE, node_ready, open_api_node, pod_manifest
 from tests.apiserver.pod_status import running
-from tests.fakeapi.server import FAKE_URL, open_fake_api
 
 NODE = "node-a"
 TALKER = {
@@ -176,9 +176,7 @@ async def test_self_signed_certificate_when_none_is_configured(tmp_path: Path) -
 
 
 def test_the_configured_port_is_published_in_daemon_endpoints() -> None:
-    options, _ = load_options(
-        ["--port", "10251", "--anonymous-auth", "true", "--authorization-mode", "Webhook"]
-    )
+    options, _ = load_options(["--port", "10251", "--anonymous-auth=true", "--authorization-mode", "Webhook"])
     assert component_configs(options).api_mode.kubelet_port == 10251
     assert (options.anonymous_auth, options.authorization_mode) == (True, "Webhook")
     assert component_configs(load_options([])[0]).api_mode.kubelet_port == 10250

@@ -9,8 +9,9 @@ import pytest
 from kubelet_trio.api import Container, Pod
 from kubelet_trio.container.hash import hash_container
 from kubelet_trio.container.types import ContainerState, ContainerStatus, PodStatus, SandboxStatus
-from kubelet_trio.kuberuntime import ContainerToKill, PodActions, ProbeKind, ProbeResult, compute_pod_actions
+from kubelet_trio.kuberuntime import ContainerToKill, PodActions, compute_pod_actions
 from kubelet_trio.kuberuntime.actions import should_container_be_restarted
+from kubelet_trio.prober.results import ProbeKind, ProbeResult
 from tests.kuberuntime.conftest import IMAGE, app, make_pod, spec_of
 
 RUNNING, EXITED, CREATED, UNKNOWN = (

@@ -13,17 +13,17 @@ from trio.testing import MockClock
 
 from kubelet_trio import nodestatus
 from kubelet_trio.api import Quantity
-from kubelet_trio.cri import errors as cri_errors
-from kubelet_trio.cri.gen.runtime import v1 as pb
-from kubelet_trio.kuberuntime import KubeRuntimeManager, PodActions, compute_pod_actions
-from kubelet_trio.kuberuntime.envvars import make_environment_variables
-from kubelet_trio.kuberuntime.resources import (
+from kubelet_trio.cm.allocatable import (
     DEFAULT_EVICTION_HARD,
     NodeAllocatable,
     node_allocatable,
     read_node_allocatable,
     read_node_capacity,
 )
+from kubelet_trio.cri import errors as cri_errors
+from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.kuberuntime import KubeRuntimeManager, PodActions, compute_pod_actions
+from kubelet_trio.kuberuntime.envvars import make_environment_variables
 from kubelet_trio.kuberuntime.sandbox import generate_pod_sandbox_config
 from tests.kuberuntime.conftest import (
     NODE,

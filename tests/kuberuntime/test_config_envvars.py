@@ -9,20 +9,17 @@ import attrs
 import pytest
 
 from kubelet_trio.api import Container, EnvVar, Pod, VolumeMount, default_pod
-from kubelet_trio.kuberuntime.envvars import (
-    ConfigMap,
-    EnvError,
-    Secret,
+from kubelet_trio.cm.allocatable import NodeAllocatable
+from kubelet_trio.container.expansion import (
     expand,
     expand_command_and_args,
     expand_command_only_static,
     expand_subpath_expr,
-    extract_field_path,
-    format_map,
-    make_environment_variables,
     mapping_for,
 )
-from kubelet_trio.kuberuntime.resources import NodeAllocatable
+from kubelet_trio.fieldpath import extract_field_path, format_map
+from kubelet_trio.kuberuntime.envvars import make_environment_variables
+from kubelet_trio.objects import ConfigMap, EnvError, Secret
 
 CONTEXT = {"VAR_A": "A", "VAR_B": "B", "VAR_C": "C", "VAR_REF": "$(VAR_A)", "VAR_EMPTY": ""}
 

@@ -13,13 +13,13 @@ import pytest
 from kubelet_trio.api import Pod, default_pod
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.fsio import run_inline
-from kubelet_trio.kuberuntime.envvars import EnvError
 from kubelet_trio.kuberuntime.mounts import MountConfigError, RunOptionsGenerator, make_mounts
 from kubelet_trio.kuberuntime.termination import (
     create_termination_message_file,
     read_last_log_text,
     termination_message,
 )
+from kubelet_trio.objects import EnvError
 from kubelet_trio.volumemanager import MountedVolume, VolumeManager
 
 

@@ -68,8 +68,8 @@ async def open_probe_node(**config: Any) -> AsyncIterator[ProbeNode]:
     clock = WallClock()
     sim = RecordingSim(clock=clock, run_sync=run_inline)
     events = EventLog()
+    config.setdefault("probe_start_jitter", False)
     async with open_sim_node(sim=sim, clock=clock, event_sink=events, **config) as node:
-        node.kubelet.probe_manager.initial_jitter = False
         yield ProbeNode(node, sim, events)
 
 

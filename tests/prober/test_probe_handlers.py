@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 import trio
-import trio_asyncio
 from grpclib import GRPCError, Status
 from grpclib.const import Cardinality, Handler
 from grpclib.server import Server
 
+from kubelet_trio.aiobridge import open_asyncio_thread
 from kubelet_trio.api import Container, HTTPGetAction
 from kubelet_trio.prober.probe import ProbeError, Result
 from kubelet_trio.prober.probe.grpc import HEALTH_CHECK_METHOD, HealthCodec, grpc_probe
@@ -175,15 +175,15 @@ class _Unimplemented:
 
 @contextlib.asynccontextmanager
 async def grpc_server(handlers: list[object]) -> AsyncIterator[int]:
-    async with trio_asyncio.open_loop():
-        server = Server(handlers, codec=HealthCodec())
-        await trio_asyncio.aio_as_trio(server.start)("127.0.0.1", 0)
+    async with open_asyncio_thread() as bridge:
+        server = await bridge.run_sync(Server, handlers, codec=HealthCodec())
+        await bridge.call(server.start, "127.0.0.1", 0)
         try:
             assert server._server is not None
             yield server._server.sockets[0].getsockname()[1]
         finally:
-            server.close()
-            await trio_asyncio.aio_as_trio(server.wait_closed)()
+            await bridge.run_sync(server.close)
+            await bridge.call(server.wait_closed)
 
 
 async def test_grpc_probe() -> None:
@@ -218,8 +218,8 @@ async def test_prober_applies_timeouts_and_events() -> None:
     from functools import partial
 
     from kubelet_trio.api import Pod
-    from kubelet_trio.kuberuntime.actions import ProbeKind, ProbeResult
     from kubelet_trio.prober import Prober
+    from kubelet_trio.prober.results import ProbeKind, ProbeResult
     from kubelet_trio.sim.runtime import SimRuntime
 
     async def hang(stream: trio.SocketStream) -> None:

@@ -49,7 +49,7 @@ async def test_liveness_failures_at_threshold_restart_the_container(
         await trio.sleep_until(15)
         sim.set_exec_result(first_id, ["cat", "/tmp/healthy"], 1, stderr=b"cat: can't open '/tmp/healthy'\n")
         status = await node.wait_for(pod, lambda s: is_running(s) and container_status(s).restart_count == 1)
-        assert trio.current_time() == 41  # restarted at 40, seen by the relist at 41
+        assert trio.current_time() == 40  # restarted at 40 and reported by that sync, not a relist later
         assert [t for t, cid, _ in sim.execs if cid == first_id] == [10, 20, 30, 40]
         unhealthy = env.events.reasons("Unhealthy")
         assert unhealthy == [
@@ -127,7 +127,7 @@ async def test_startup_probe_failure_kills_the_container(autojump_clock: trio.te
         status = await env.node.wait_for(
             pod, lambda s: container_status(s).restart_count == 1 and is_running(s)
         )
-        assert trio.current_time() == 11  # killed and restarted at 10, seen at the relist of 11
+        assert trio.current_time() == 10  # killed and restarted at 10, reported by that sync
         assert container_status(status).started is False
         assert env.events.reasons("Unhealthy")[:2] == [
             (5, "Startup probe failed: "),

@@ -10,15 +10,15 @@ import pytest
 import trio
 import trio.testing
 
-from kubelet_trio.admission import (
+from kubelet_trio.api import Pod, default_pod
+from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.lifecycle.predicate import (
     RUNTIME_CLASS_NOT_SUPPORTED,
     NodeView,
     PredicateAdmitHandler,
     admit_standalone,
     pod_requests,
 )
-from kubelet_trio.api import Pod, default_pod
-from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.logs import format_fields
 from kubelet_trio.testing.node import open_sim_node
 

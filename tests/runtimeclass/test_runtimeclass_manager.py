@@ -20,8 +20,8 @@ from kubelet_trio.runtimeclass import (
     RuntimeClassNotFound,
 )
 from kubelet_trio.runtimeclass import manager as manager_module
+from kubelet_trio.testing.fakeapi import FakeApi, FakeApiError, open_fake_api
 from tests.apiserver.harness import eventually
-from tests.fakeapi import FakeApi, FakeApiError, open_fake_api
 
 LIST = rf"^{RUNTIME_CLASSES_PATH}$"
 

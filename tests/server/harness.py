@@ -27,6 +27,7 @@ from kubelet_trio.kubelet_builder import KubeletDeps, open_kubelet
 from kubelet_trio.metrics import KubeletMetrics
 from kubelet_trio.server import healthz_app, read_only_app
 from kubelet_trio.sim.runtime import SimRuntime
+from kubelet_trio.stats import HostSampler, read_host_sample
 from kubelet_trio.testing.node import as_pod
 from kubelet_trio.testing.pods import pod_manifest as sim_pod_manifest
 
@@ -47,11 +48,21 @@ class BreakableSim(SimRuntime):
 
     listing_broken: bool = False
     status_broken: bool = False
+    sandbox_stats_broken: bool = False  # ListPodSandboxStats fails as on containerd without pod cgroups
+    sandbox_stats_calls: int = 0
 
     async def list_pod_sandbox(self, filter: pb.PodSandboxFilter | None = None) -> list[pb.PodSandbox]:
         if self.listing_broken:
             raise cri_errors.UnavailableError("ListPodSandbox", "connection refused")
         return await super().list_pod_sandbox(filter)
+
+    async def list_pod_sandbox_stats(
+        self, filter: pb.PodSandboxStatsFilter | None = None
+    ) -> list[pb.PodSandboxStats]:
+        self.sandbox_stats_calls += 1
+        if self.sandbox_stats_broken:
+            raise cri_errors.CriCallError("ListPodSandboxStats", "cgroupPath is empty")
+        return await super().list_pod_sandbox_stats(filter)
 
     async def status(self, verbose: bool = False) -> pb.StatusResponse:
         if self.status_broken:
@@ -73,6 +84,11 @@ class HttpNode:
         await self._source.send(SourceSet(SOURCE, tuple(self._pods.values())))
         return pods
 
+    async def remove(self, *pods: Pod) -> None:
+        for pod in pods:
+            self._pods.pop(pod.uid, None)
+        await self._source.send(SourceSet(SOURCE, tuple(self._pods.values())))
+
     def client(self, *, read_only: bool = True) -> httpx.AsyncClient:
         app = read_only_app(self.kubelet) if read_only else healthz_app(self.kubelet)
         return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://kubelet")
@@ -87,7 +103,13 @@ class HttpNode:
 
 
 @contextlib.asynccontextmanager
-async def open_test_node(tmp_path: Path, **config: Any) -> AsyncIterator[HttpNode]:
+async def open_test_node(
+    tmp_path: Path,
+    *,
+    host_stats: HostSampler = read_host_sample,
+    configz: Mapping[str, Any] | None = None,
+    **config: Any,
+) -> AsyncIterator[HttpNode]:
     clock = WallClock()
     sim = BreakableSim(clock=clock, run_sync=run_inline, preloaded_images=[IMAGE])
     metrics = KubeletMetrics()
@@ -108,6 +130,8 @@ async def open_test_node(tmp_path: Path, **config: Any) -> AsyncIterator[HttpNod
         run_sync=run_inline,
         metrics=metrics,
         instrument_runtime=True,
+        host_stats=host_stats,
+        configz=configz,
     )
     async with source, open_kubelet(kubelet_config, deps) as built:
         node = HttpNode(built.kubelet, sim, logs_dir, source)

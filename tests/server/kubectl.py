@@ -25,9 +25,9 @@ import trio
 import trustme
 import yaml
 
+from kubelet_trio.testing.fakeapi import FakeApi, serve_fake_api
 from tests.apiserver.harness import write_kubeconfig
 from tests.apiserver.pod_status import api_container
-from tests.fakeapi import FakeApi, serve_fake_api
 
 KUBECTL_LIMIT = 60
 APISERVER_USER = "kube-apiserver-kubelet-client"

@@ -9,7 +9,7 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from kubelet_trio.clock import rfc3339_nano
+from kubelet_trio.api.timefmt import rfc3339_nano
 from kubelet_trio.server.container_logs import MAX_REQUESTS_PER_CONTAINER
 from tests.server.harness import HttpNode, open_test_node, pod_manifest
 

@@ -26,8 +26,8 @@ from kubelet_trio.cri.remote import open_cri_runtime
 from kubelet_trio.fsio import run_in_thread
 from kubelet_trio.sim.runtime import SimRuntime
 from kubelet_trio.sim.server import serve_sim_cri
+from kubelet_trio.testing.fakeapi import FakeApi, open_fake_api
 from tests.apiserver.harness import MACHINE, ApiNode, eventually, node_ready, open_api_node, pod_manifest
-from tests.fakeapi import FakeApi, open_fake_api
 from tests.kubeletapi.test_kubelet_api import api_node, free_port, server_files, tls_client
 from tests.server.kubectl import Kubectl, apiserver_tls, container_running, open_kubectl_endpoint, read_until
 

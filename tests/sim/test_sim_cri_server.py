@@ -3,6 +3,8 @@ are wall-clock), plus the ``kubelet-trio sim-cri`` command as a subprocess."""
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import os
 import signal
 import subprocess
@@ -11,15 +13,16 @@ import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 import trio.testing
-import trio_asyncio
 import trio_util
 from grpclib import GRPCError, Status
 from grpclib.client import Channel
 
+from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.remote import open_cri_runtime
@@ -40,13 +43,23 @@ def socket_dir() -> Iterator[Path]:
 
 @asynccontextmanager
 async def stubs(path: Path) -> AsyncIterator[tuple[pb.RuntimeServiceStub, pb.ImageServiceStub]]:
-    """An independent client: its own trio-asyncio loop and grpclib channel."""
-    async with trio_asyncio.open_loop():
-        channel = Channel(path=str(path))
+    """An independent client: its own asyncio loop (thread) and grpclib channel."""
+    async with open_asyncio_thread() as bridge:
+        channel = await bridge.run_sync(Channel, path=str(path))
+        token = _BRIDGE.set(bridge)
         try:
             yield pb.RuntimeServiceStub(channel), pb.ImageServiceStub(channel)
         finally:
-            channel.close()
+            _BRIDGE.reset(token)
+            await bridge.run_sync(channel.close)
+
+
+_BRIDGE: contextvars.ContextVar[AsyncioThread] = contextvars.ContextVar("bridge")
+
+
+def aio(fn: Any) -> Any:
+    """Call a grpclib stub method from Trio, on the current client's asyncio loop."""
+    return functools.partial(_BRIDGE.get().call, fn)
 
 
 @asynccontextmanager
@@ -69,7 +82,7 @@ async def test_cri_calls_over_the_socket(socket_dir: Path) -> None:
     )
     with trio.fail_after(TEST_DEADLINE):
         async with served(SimRuntime(), sock), stubs(sock) as (runtime, images):
-            call = trio_asyncio.aio_as_trio
+            call = aio
             version = await call(runtime.version)(pb.VersionRequest(version="v1"))
             assert (version.runtime_name, version.runtime_api_version) == ("kubelet-trio-sim", "v1")
 
@@ -122,7 +135,7 @@ async def test_errors_map_to_grpc_statuses(socket_dir: Path) -> None:
 
     async def grpc_error(coro_fn: object, request: object) -> GRPCError:
         with pytest.raises(GRPCError) as info:
-            await trio_asyncio.aio_as_trio(coro_fn)(request)  # type: ignore[arg-type]
+            await aio(coro_fn)(request)  # type: ignore[arg-type]
         return info.value
 
     with trio.fail_after(TEST_DEADLINE):
@@ -137,9 +150,7 @@ async def test_errors_map_to_grpc_statuses(socket_dir: Path) -> None:
             assert err.status is Status.NOT_FOUND
             assert err.message is not None and "sim.invalid/x:1: not found" in err.message
 
-            sandbox = await trio_asyncio.aio_as_trio(runtime.run_pod_sandbox)(
-                pb.RunPodSandboxRequest(config=config)
-            )
+            sandbox = await aio(runtime.run_pod_sandbox)(pb.RunPodSandboxRequest(config=config))
             err = await grpc_error(runtime.run_pod_sandbox, pb.RunPodSandboxRequest(config=config))
             assert err.status is Status.UNKNOWN
             assert err.message is not None and "is reserved for" in err.message
@@ -157,10 +168,8 @@ async def test_errors_map_to_grpc_statuses(socket_dir: Path) -> None:
             assert err.status is Status.INVALID_ARGUMENT
             assert err.message is not None and "clause 1 'explode'" in err.message
 
-            slow = await trio_asyncio.aio_as_trio(runtime.create_container)(create("slow"))
-            await trio_asyncio.aio_as_trio(runtime.start_container)(
-                pb.StartContainerRequest(container_id=slow.container_id)
-            )
+            slow = await aio(runtime.create_container)(create("slow"))
+            await aio(runtime.start_container)(pb.StartContainerRequest(container_id=slow.container_id))
             err = await grpc_error(
                 runtime.exec_sync, pb.ExecSyncRequest(container_id=slow.container_id, cmd=["s"], timeout=1)
             )
@@ -202,7 +211,7 @@ async def test_sim_cri_command(socket_dir: Path) -> None:
                     if await trio.Path(sock).exists() or process.returncode is not None:
                         break
             async with stubs(sock) as (runtime, _images):
-                version = await trio_asyncio.aio_as_trio(runtime.version)(pb.VersionRequest(version="v1"))
+                version = await aio(runtime.version)(pb.VersionRequest(version="v1"))
             assert version.runtime_name == "kubelet-trio-sim"
             process.send_signal(signal.SIGTERM)
 

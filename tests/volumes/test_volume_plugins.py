@@ -14,9 +14,9 @@ import attrs
 import pytest
 
 from kubelet_trio.api import HostPathVolumeSource, Pod, default_pod
+from kubelet_trio.cm.allocatable import NodeAllocatable
 from kubelet_trio.fsio import run_inline
-from kubelet_trio.kuberuntime.envvars import ConfigMap, Secret
-from kubelet_trio.kuberuntime.resources import NodeAllocatable
+from kubelet_trio.objects import ConfigMap, Secret
 from kubelet_trio.volumemanager import AtomicWriter, FileProjection, MountError, VolumeManager
 from kubelet_trio.volumemanager.atomic_writer import PayloadError
 from kubelet_trio.volumemanager.hostpath import check_host_path

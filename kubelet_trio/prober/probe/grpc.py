@@ -1,7 +1,7 @@
 """gRPC probes: ``grpc.health.v1.Health/Check`` (Go: ``pkg/probe/grpc``).
 
-grpclib is asyncio-only, so each check runs inside its own short-lived trio-asyncio loop (a second place
-that touches asyncio besides the CRI client; nothing else leaks). The two health messages are encoded by
+grpclib is asyncio-only, so each check runs on a short-lived asyncio loop of its own thread
+(:mod:`kubelet_trio.aiobridge`), started only when a gRPC probe runs. The two health messages are encoded by
 hand (:mod:`kubelet_trio.prober.probe.health`) through a tiny grpclib codec, so no protobuf runtime is
 needed. The Trio deadline is the authoritative timeout (grpclib measures its own on the wall clock).
 """
@@ -13,11 +13,11 @@ import math
 from typing import Any
 
 import trio
-import trio_asyncio
 from grpclib import GRPCError, Status
 from grpclib.client import Channel, UnaryUnaryMethod
 from grpclib.encoding.base import CodecBase
 
+from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread
 from kubelet_trio.prober.probe.health import (
     SERVING,
     HealthCheckRequest,
@@ -79,12 +79,12 @@ def _classify(err: BaseException, address: str) -> tuple[Result, str]:
     return Result.FAILURE, f"error: health rpc probe failed: {err!r}"  # grpclib/h2 transport errors
 
 
-async def _probe_in_loop(host: str, port: int, service: str) -> tuple[Result, str]:
-    """Runs inside the trio-asyncio loop and never raises (errors leaving the loop come grouped)."""
+async def _probe_in_loop(bridge: AsyncioThread, host: str, port: int, service: str) -> tuple[Result, str]:
+    """Runs the check on the bridge's loop and never raises."""
     remaining = trio.current_effective_deadline() - trio.current_time()
     grpc_timeout = None if math.isinf(remaining) else max(remaining, 0.001)  # tells the server too
     try:
-        response = await trio_asyncio.aio_as_trio(_check)(host, port, service, grpc_timeout)
+        response = await bridge.call(_check, host, port, service, grpc_timeout)
     except Exception as err:
         return _classify(err, join_host_port(host, port))
     if response.status != SERVING:
@@ -94,5 +94,5 @@ async def _probe_in_loop(host: str, port: int, service: str) -> tuple[Result, st
 
 async def grpc_probe(host: str, port: int, service: str) -> tuple[Result, str]:
     """One ``Check``; the caller's deadline (the probe timeout) bounds it."""
-    async with trio_asyncio.open_loop():
-        return await _probe_in_loop(host, port, service)
+    async with open_asyncio_thread() as bridge:
+        return await _probe_in_loop(bridge, host, port, service)

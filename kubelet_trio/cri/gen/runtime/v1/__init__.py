@@ -54,6 +54,7 @@ __all__ = (
     "LinuxContainerSecurityContext",
     "LinuxContainerUser",
     "LinuxPodSandboxConfig",
+    "LinuxPodSandboxStats",
     "LinuxPodSandboxStatus",
     "LinuxSandboxSecurityContext",
     "ListContainerStatsRequest",
@@ -64,6 +65,8 @@ __all__ = (
     "ListImagesResponse",
     "ListPodSandboxRequest",
     "ListPodSandboxResponse",
+    "ListPodSandboxStatsRequest",
+    "ListPodSandboxStatsResponse",
     "MemoryUsage",
     "Mount",
     "MountPropagation",
@@ -71,20 +74,28 @@ __all__ = (
     "NamespaceMode",
     "NamespaceOption",
     "NetworkConfig",
+    "NetworkInterfaceUsage",
+    "NetworkUsage",
     "PodIp",
     "PodSandbox",
+    "PodSandboxAttributes",
     "PodSandboxConfig",
     "PodSandboxFilter",
     "PodSandboxMetadata",
     "PodSandboxNetworkStatus",
     "PodSandboxState",
     "PodSandboxStateValue",
+    "PodSandboxStats",
+    "PodSandboxStatsFilter",
+    "PodSandboxStatsRequest",
+    "PodSandboxStatsResponse",
     "PodSandboxStatus",
     "PodSandboxStatusRequest",
     "PodSandboxStatusResponse",
     "PortForwardRequest",
     "PortForwardResponse",
     "PortMapping",
+    "ProcessUsage",
     "Protocol",
     "PullImageRequest",
     "PullImageResponse",
@@ -125,6 +136,7 @@ __all__ = (
     "UserNamespace",
     "VersionRequest",
     "VersionResponse",
+    "WindowsPodSandboxStats",
 )
 
 import warnings
@@ -1205,6 +1217,34 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
+class LinuxPodSandboxStats(betterproto2.Message):
+    cpu: "CpuUsage | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    memory: "MemoryUsage | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    network: "NetworkUsage | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    process: "ProcessUsage | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    containers: "list[ContainerStats]" = betterproto2.field(
+        5, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+
+
+default_message_pool.register_message(
+    "runtime.v1", "LinuxPodSandboxStats", LinuxPodSandboxStats
+)
+
+
+@dataclass(eq=False, repr=False)
 class LinuxPodSandboxStatus(betterproto2.Message):
     namespaces: "Namespace | None" = betterproto2.field(
         1, betterproto2.TYPE_MESSAGE, optional=True
@@ -1367,6 +1407,30 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
+class ListPodSandboxStatsRequest(betterproto2.Message):
+    filter: "PodSandboxStatsFilter | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+
+default_message_pool.register_message(
+    "runtime.v1", "ListPodSandboxStatsRequest", ListPodSandboxStatsRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class ListPodSandboxStatsResponse(betterproto2.Message):
+    stats: "list[PodSandboxStats]" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+
+
+default_message_pool.register_message(
+    "runtime.v1", "ListPodSandboxStatsResponse", ListPodSandboxStatsResponse
+)
+
+
+@dataclass(eq=False, repr=False)
 class MemoryUsage(betterproto2.Message):
     timestamp: "int" = betterproto2.field(1, betterproto2.TYPE_INT64)
     """
@@ -1488,6 +1552,51 @@ default_message_pool.register_message("runtime.v1", "NetworkConfig", NetworkConf
 
 
 @dataclass(eq=False, repr=False)
+class NetworkInterfaceUsage(betterproto2.Message):
+    name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    rx_bytes: "UInt64Value | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    rx_errors: "UInt64Value | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    tx_bytes: "UInt64Value | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    tx_errors: "UInt64Value | None" = betterproto2.field(
+        5, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+
+default_message_pool.register_message(
+    "runtime.v1", "NetworkInterfaceUsage", NetworkInterfaceUsage
+)
+
+
+@dataclass(eq=False, repr=False)
+class NetworkUsage(betterproto2.Message):
+    timestamp: "int" = betterproto2.field(1, betterproto2.TYPE_INT64)
+    """
+    nanoseconds
+    """
+
+    default_interface: "NetworkInterfaceUsage | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    interfaces: "list[NetworkInterfaceUsage]" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+
+
+default_message_pool.register_message("runtime.v1", "NetworkUsage", NetworkUsage)
+
+
+@dataclass(eq=False, repr=False)
 class PodIp(betterproto2.Message):
     ip: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
@@ -1532,6 +1641,36 @@ class PodSandbox(betterproto2.Message):
 
 
 default_message_pool.register_message("runtime.v1", "PodSandbox", PodSandbox)
+
+
+@dataclass(eq=False, repr=False)
+class PodSandboxAttributes(betterproto2.Message):
+    id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    metadata: "PodSandboxMetadata | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    labels: "dict[str, str]" = betterproto2.field(
+        3,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(
+            betterproto2.TYPE_STRING, betterproto2.TYPE_STRING
+        ),
+    )
+
+    annotations: "dict[str, str]" = betterproto2.field(
+        4,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(
+            betterproto2.TYPE_STRING, betterproto2.TYPE_STRING
+        ),
+    )
+
+
+default_message_pool.register_message(
+    "runtime.v1", "PodSandboxAttributes", PodSandboxAttributes
+)
 
 
 @dataclass(eq=False, repr=False)
@@ -1645,6 +1784,64 @@ class PodSandboxStateValue(betterproto2.Message):
 
 default_message_pool.register_message(
     "runtime.v1", "PodSandboxStateValue", PodSandboxStateValue
+)
+
+
+@dataclass(eq=False, repr=False)
+class PodSandboxStats(betterproto2.Message):
+    attributes: "PodSandboxAttributes | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    linux: "LinuxPodSandboxStats | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    windows: "WindowsPodSandboxStats | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+
+default_message_pool.register_message("runtime.v1", "PodSandboxStats", PodSandboxStats)
+
+
+@dataclass(eq=False, repr=False)
+class PodSandboxStatsFilter(betterproto2.Message):
+    id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    label_selector: "dict[str, str]" = betterproto2.field(
+        2,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(
+            betterproto2.TYPE_STRING, betterproto2.TYPE_STRING
+        ),
+    )
+
+
+default_message_pool.register_message(
+    "runtime.v1", "PodSandboxStatsFilter", PodSandboxStatsFilter
+)
+
+
+@dataclass(eq=False, repr=False)
+class PodSandboxStatsRequest(betterproto2.Message):
+    pod_sandbox_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "runtime.v1", "PodSandboxStatsRequest", PodSandboxStatsRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class PodSandboxStatsResponse(betterproto2.Message):
+    stats: "PodSandboxStats | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+
+default_message_pool.register_message(
+    "runtime.v1", "PodSandboxStatsResponse", PodSandboxStatsResponse
 )
 
 
@@ -1771,6 +1968,21 @@ class PortMapping(betterproto2.Message):
 
 
 default_message_pool.register_message("runtime.v1", "PortMapping", PortMapping)
+
+
+@dataclass(eq=False, repr=False)
+class ProcessUsage(betterproto2.Message):
+    timestamp: "int" = betterproto2.field(1, betterproto2.TYPE_INT64)
+    """
+    nanoseconds
+    """
+
+    process_count: "UInt64Value | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+
+default_message_pool.register_message("runtime.v1", "ProcessUsage", ProcessUsage)
 
 
 @dataclass(eq=False, repr=False)
@@ -2205,6 +2417,16 @@ class VersionResponse(betterproto2.Message):
 
 
 default_message_pool.register_message("runtime.v1", "VersionResponse", VersionResponse)
+
+
+@dataclass(eq=False, repr=False)
+class WindowsPodSandboxStats(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message(
+    "runtime.v1", "WindowsPodSandboxStats", WindowsPodSandboxStats
+)
 
 
 class ImageServiceStub(betterproto2_grpclib.ServiceStub):
@@ -2645,6 +2867,42 @@ class RuntimeServiceStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def pod_sandbox_stats(
+        self,
+        message: "PodSandboxStatsRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "PodSandboxStatsResponse":
+
+        return await self._unary_unary(
+            "/runtime.v1.RuntimeService/PodSandboxStats",
+            message,
+            PodSandboxStatsResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def list_pod_sandbox_stats(
+        self,
+        message: "ListPodSandboxStatsRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "ListPodSandboxStatsResponse":
+
+        return await self._unary_unary(
+            "/runtime.v1.RuntimeService/ListPodSandboxStats",
+            message,
+            ListPodSandboxStatsResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
     async def update_runtime_config(
         self,
         message: "UpdateRuntimeConfigRequest",
@@ -2891,6 +3149,18 @@ class RuntimeServiceBase(betterproto2_grpclib.ServiceBase):
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def pod_sandbox_stats(
+        self, message: "PodSandboxStatsRequest"
+    ) -> "PodSandboxStatsResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def list_pod_sandbox_stats(
+        self, message: "ListPodSandboxStatsRequest"
+    ) -> "ListPodSandboxStatsResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def update_runtime_config(
         self, message: "UpdateRuntimeConfigRequest"
     ) -> "UpdateRuntimeConfigResponse":
@@ -3067,6 +3337,24 @@ class RuntimeServiceBase(betterproto2_grpclib.ServiceBase):
         response = await self.list_container_stats(request)
         await stream.send_message(response)
 
+    async def __rpc_pod_sandbox_stats(
+        self,
+        stream: "grpclib.server.Stream[PodSandboxStatsRequest, PodSandboxStatsResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.pod_sandbox_stats(request)
+        await stream.send_message(response)
+
+    async def __rpc_list_pod_sandbox_stats(
+        self,
+        stream: "grpclib.server.Stream[ListPodSandboxStatsRequest, ListPodSandboxStatsResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.list_pod_sandbox_stats(request)
+        await stream.send_message(response)
+
     async def __rpc_update_runtime_config(
         self,
         stream: "grpclib.server.Stream[UpdateRuntimeConfigRequest, UpdateRuntimeConfigResponse]",
@@ -3199,6 +3487,18 @@ class RuntimeServiceBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 ListContainerStatsRequest,
                 ListContainerStatsResponse,
+            ),
+            "/runtime.v1.RuntimeService/PodSandboxStats": grpclib.const.Handler(
+                self.__rpc_pod_sandbox_stats,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                PodSandboxStatsRequest,
+                PodSandboxStatsResponse,
+            ),
+            "/runtime.v1.RuntimeService/ListPodSandboxStats": grpclib.const.Handler(
+                self.__rpc_list_pod_sandbox_stats,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                ListPodSandboxStatsRequest,
+                ListPodSandboxStatsResponse,
             ),
             "/runtime.v1.RuntimeService/UpdateRuntimeConfig": grpclib.const.Handler(
                 self.__rpc_update_runtime_config,

@@ -1,0 +1,158 @@
+"""Shared pieces of the benchmarks: the pod's command, the CRI floor, process CPU/RSS, medians, daemons.
+
+The benchmarks are scripts (``python bench/<name>.py``), so this module is imported as ``_common`` from
+the script's own directory.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import statistics
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.cri.runtime import Runtime
+
+#: A long-running busybox container that exits 0 on SIGTERM (busybox `sh` as PID 1 ignores it otherwise).
+COMMAND = ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+#: The exec readiness check of the API benchmark's pods, and of the floor's one "Ready" exec.
+READY_COMMAND = ["cat", "/etc/hostname"]
+#: What the floor gives StopContainer (the pods' terminationGracePeriodSeconds).
+STOP_TIMEOUT = 5
+
+
+async def floor_run(
+    runtime: Runtime, image: str, n: int, workdir: Path, ready_command: Sequence[str] | None = None
+) -> dict[str, float]:
+    """N pods straight through the Runtime, no kubelet: the least any kubelet can take.
+
+    Start is RunPodSandbox + CreateContainer + StartContainer, all pods concurrently (then, with
+    ``ready_command``, ONE successful ExecSync per pod, as a readiness probe's first success); stop is
+    StopContainer + StopPodSandbox + RemovePodSandbox, all pods concurrently.
+    """
+    await runtime.pull_image(pb.ImageSpec(image=image))
+    pods: list[tuple[str, str]] = []
+    running_at: list[float] = []
+    ready_at: list[float] = []
+
+    async def start(i: int) -> None:
+        uid = secrets.token_hex(8)
+        sandbox = pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(name=f"floor-{i}", namespace="bench", uid=uid),
+            log_directory=str(workdir / "floor-logs" / uid),
+        )
+        sandbox_id = await runtime.run_pod_sandbox(sandbox)
+        container = pb.ContainerConfig(
+            metadata=pb.ContainerMetadata(name="app"),
+            image=pb.ImageSpec(image=image),
+            command=COMMAND,
+            log_path="app/0.log",
+        )
+        container_id = await runtime.create_container(sandbox_id, container, sandbox)
+        pods.append((sandbox_id, container_id))
+        await runtime.start_container(container_id)
+        running_at.append(time.perf_counter())
+        if ready_command is not None:
+            # an outside observer of the runtime: polling is all there is
+            while (await runtime.exec_sync(container_id, list(ready_command), 5)).exit_code != 0:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+            ready_at.append(time.perf_counter())
+
+    async def stop(sandbox_id: str, container_id: str) -> None:
+        await runtime.stop_container(container_id, STOP_TIMEOUT)
+        await runtime.stop_pod_sandbox(sandbox_id)
+        await runtime.remove_pod_sandbox(sandbox_id)
+
+    t0 = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for i in range(n):
+            nursery.start_soon(start, i)
+    started = max(running_at) - t0
+    t1 = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for sandbox_id, container_id in pods:
+            nursery.start_soon(stop, sandbox_id, container_id)
+    out = {"all_running_s": round(started, 3), "all_gone_s": round(time.perf_counter() - t1, 3)}
+    if ready_command is not None:
+        out["all_ready_s"] = round(max(ready_at) - t0, 3)
+    return out
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def measure_process(pid: int, seconds: float) -> dict[str, float]:
+    """CPU share (% of one core) over ``seconds`` of wall time, and RSS at the end (and its peak)."""
+    cpu0, t0 = proc_cpu_seconds(pid), time.monotonic()
+    rss_max = 0.0
+    deadline = t0 + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(1.0, left))
+        rss_max = max(rss_max, proc_rss_mb(pid))
+    cpu1, t1 = proc_cpu_seconds(pid), time.monotonic()
+    return {
+        "seconds": round(t1 - t0, 1),
+        "cpu_percent_of_one_core": round(100 * (cpu1 - cpu0) / (t1 - t0), 2),
+        "rss_mb": round(proc_rss_mb(pid), 1),
+        "rss_max_mb": round(rss_max, 1),
+    }
+
+
+def medians(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Per key, the median over the runs that have it."""
+    keys = dict.fromkeys(k for run in runs for k in run)
+    return {k: round(statistics.median(run[k] for run in runs if k in run), 3) for k in keys}
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b == 0 else round(a / b, 2)
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 20) -> int:
+    """SIGTERM, then SIGKILL after ``timeout``; the exit status."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+def unmount_under(directory: Path) -> None:
+    """Lazily unmount everything mounted at or below ``directory`` (the Go kubelet bind-mounts its root
+    directory onto itself, and pod volumes below it), deepest first."""
+    prefix = str(directory.resolve())
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].replace("\\040", " ")
+        if point == prefix or point.startswith(prefix + "/"):
+            points.append(point)
+    for point in sorted(points, key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+
+
+def log_tail(path: Path, chars: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return ""

@@ -1,0 +1,635 @@
+"""Pod create → Ready and delete → gone through an API server: kubelet-trio against the CRI floor and the
+Go kubelet. Prints JSON.
+
+- Control plane: etcd + kube-apiserver 1.24 from the envtest binaries (``kubelet_trio.testing.envtest``);
+  without them, the fake API server (``kubelet-trio fake-apiserver``) over loopback, labelled as such.
+- kubelet-trio as a subprocess (``python -m kubelet_trio --kubeconfig ...``) on a private containerd,
+  node Ready before anything is timed.
+- Pods: busybox running ``COMMAND`` (exits 0 on SIGTERM), an exec readiness probe every second,
+  ``spec.nodeName`` set, a 5 s grace period. For each N: N pods created concurrently; the time until a
+  watch (opened before the creates) has seen condition Ready=True for all; then all deleted (default
+  grace) and the time until the watch has seen DELETED for all. ``--runs`` runs per N, each reported,
+  and the median.
+- The CRI floor in the same run: the same pods straight through the CRI (``_common.floor_run``: sandbox,
+  create, start, one successful ExecSync of the readiness command = Ready; stop container, stop and remove
+  sandbox), before the kubelet starts.
+- The Go kubelet (``/usr/local/kubebuilder/bin/kubelet-go``, when built) after kubelet-trio, on its own
+  private containerd, joined to the same API server as another node, with ``--kube-api-qps 50
+  --kube-api-burst 100`` (kubelet-trio's defaults) and, once per N, with its own defaults (QPS 5).
+- Steady state of each kubelet with 30 running pods with 10 s exec probes: CPU (% of one core) and RSS
+  over ``--steady-seconds``, measured first (right after the node is Ready), so no earlier pods remain
+  to be cleaned up.
+- Per run, where the time went as a client sees it: all pods reported running, then (median per pod)
+  running → Ready reported; all reported terminated after the delete, then gone. Medians are per key.
+- ``--profile FILE``: one extra (untimed) N=30 create → Ready → gone run of kubelet-trio under
+  ``py-spy record --format raw`` (collapsed stacks in FILE, a summary in the JSON).
+
+Usage: python bench/api_pod_start.py [--runs 3] [--sizes 10,30] [--steady-seconds 60] [--skip-go]
+       [--api {auto,envtest,fake}] [--profile /tmp/profile.txt]
+Needs root, containerd, runc and busybox (as the containerd test tier does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import platform
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+import yaml
+from _common import (
+    COMMAND,
+    READY_COMMAND,
+    floor_run,
+    log_tail,
+    measure_process,
+    medians,
+    ratio,
+    stop_process,
+    unmount_under,
+)
+
+from kubelet_trio.apimode import open_kubeconfig_client
+from kubelet_trio.client import ApiClient
+from kubelet_trio.cri.remote import open_cri_runtime
+from kubelet_trio.testing.env import LocalCriEnvironment, missing_prerequisites
+from kubelet_trio.testing.envtest import DEFAULT_ASSETS, assets, start_envtest
+from kubelet_trio.testing.registry import free_port
+
+GO_KUBELET = DEFAULT_ASSETS / "kubelet-go"
+TRIO_NODE = "bench-trio"
+GO_NODE = "bench-go"
+NAMESPACE = "default"
+GRACE_SECONDS = 5
+NODE_READY_TIMEOUT = 120.0
+PHASE_TIMEOUT = 300.0  # seconds for one create → Ready or delete → gone phase
+STEADY_PODS = 30
+STEADY_PROBE_PERIOD = 10
+SETTLE_SECONDS = 5.0  # after the steady pods are Ready, before measuring
+
+
+# -- the control plane --------------------------------------------------------------------------------
+
+
+class ControlPlane:
+    """A kubeconfig to an API server, its label, and an admin httpx client for sync set-up."""
+
+    def __init__(self, label: str, kubeconfig: Path, client: Callable[[], httpx.Client]) -> None:
+        self.label = label
+        self.kubeconfig = kubeconfig
+        self.http_client = client
+
+
+@contextmanager
+def control_plane(kind: str, workdir: Path) -> Iterator[ControlPlane]:
+    """The real kube-apiserver when its binaries are here (or ``kind == "envtest"``), else the fake."""
+    directory = assets()
+    if kind == "envtest" and directory is None:
+        raise SystemExit(
+            "--api envtest: no etcd + kube-apiserver in KUBEBUILDER_ASSETS or " + str(DEFAULT_ASSETS)
+        )
+    if kind != "fake" and directory is not None:
+        version = subprocess.run(
+            [str(directory / "kube-apiserver"), "--version"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+        extra = ["--kubelet-preferred-address-types=InternalIP,Hostname"]
+        with start_envtest(directory, extra_args=extra) as api:
+            yield ControlPlane(
+                f"kube-apiserver ({version}, envtest binaries)", api.kubeconfig, api.http_client
+            )
+        return
+    kubeconfig = workdir / "fake-kubeconfig"
+    log = workdir / "fake-apiserver.log"
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kubelet_trio", "fake-apiserver", "--kubeconfig-out", str(kubeconfig)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().decode().strip()
+        if not url:
+            raise RuntimeError(f"fake-apiserver did not start:\n{log_tail(log)}")
+        yield ControlPlane(
+            "fake API server (kubelet_trio.testing.fakeapi, NOT a real kube-apiserver) over loopback",
+            kubeconfig,
+            lambda: httpx.Client(base_url=url, timeout=10),
+        )
+    finally:
+        stop_process(proc)
+
+
+def node_ready(client: httpx.Client, node: str) -> bool:
+    response = client.get(f"/api/v1/nodes/{node}")
+    if response.status_code != 200:
+        return False
+    conditions = response.json().get("status", {}).get("conditions") or ()
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def wait_node_ready(plane: ControlPlane, node: str, proc: subprocess.Popen[bytes], log: Path) -> float:
+    """Seconds until the node object says Ready; the daemon's log tail when it exits or times out."""
+    t0 = time.monotonic()
+    with plane.http_client() as client:
+        while not node_ready(client, node):
+            if proc.poll() is not None or time.monotonic() - t0 > NODE_READY_TIMEOUT:
+                raise RuntimeError(f"node {node} not Ready (exit {proc.poll()}); log tail:\n{log_tail(log)}")
+            time.sleep(0.25)
+    return round(time.monotonic() - t0, 2)
+
+
+# -- the kubelets -------------------------------------------------------------------------------------
+
+
+@contextmanager
+def trio_kubelet(
+    plane: ControlPlane, cri: LocalCriEnvironment, workdir: Path, log_dir: Path | None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``python -m kubelet_trio --kubeconfig`` as users run it, until its node is Ready."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = (log_dir or workdir) / "kubelet-trio.log"
+    command = [
+        sys.executable, "-m", "kubelet_trio",
+        "--kubeconfig", str(plane.kubeconfig),
+        "--container-runtime-endpoint", cri.endpoint,
+        "--hostname-override", TRIO_NODE,
+        "--root-dir", str(workdir / "root"),
+        "--pod-logs-dir", str(workdir / "pods"),
+        "--healthz-port", "0",
+        "--port", str(free_port()),
+        "--fail-swap-on=false",
+    ]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_node_ready(plane, TRIO_NODE, proc, log)
+        yield proc
+    finally:
+        stop_process(proc)
+
+
+def go_kubelet_config(workdir: Path, *, qps: bool) -> Path:
+    """A KubeletConfiguration for running the Go kubelet as root in this (cgroup v1, no systemd) box."""
+    config: dict[str, Any] = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "cgroupDriver": "cgroupfs",
+        "failSwapOn": False,
+        "port": free_port(),
+        "readOnlyPort": 0,
+        "healthzPort": 0,
+        "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "resolvConf": "/etc/resolv.conf",
+    }
+    if qps:
+        config.update(kubeAPIQPS=50, kubeAPIBurst=100)
+    path = workdir / ("config.yaml" if qps else "config-default-qps.yaml")
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@contextmanager
+def go_kubelet(
+    plane: ControlPlane, cri: LocalCriEnvironment, workdir: Path, log_dir: Path | None, *, qps: bool
+) -> Iterator[subprocess.Popen[bytes]]:
+    """The Go kubelet on its own containerd, until its node is Ready."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = (log_dir or workdir) / ("kubelet-go.log" if qps else "kubelet-go-default-qps.log")
+    command = [
+        str(GO_KUBELET),
+        f"--config={go_kubelet_config(workdir, qps=qps)}",
+        f"--kubeconfig={plane.kubeconfig}",
+        f"--hostname-override={GO_NODE}",
+        "--container-runtime=remote",
+        f"--container-runtime-endpoint={cri.endpoint}",
+        f"--root-dir={workdir / 'root'}",
+        f"--cert-dir={workdir / 'pki'}",
+        f"--pod-infra-container-image={cri.images.pause}",
+        "--v=2",
+    ]
+    if qps:
+        command += ["--kube-api-qps=50", "--kube-api-burst=100"]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_node_ready(plane, GO_NODE, proc, log)
+        yield proc
+    finally:
+        stop_process(proc)
+        unmount_under(workdir / "root")
+
+
+# -- one API run ----------------------------------------------------------------------------------------
+
+
+def pod_manifest(name: str, node: str, image: str, run_id: str, probe_period: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"bench-run": run_id}},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": GRACE_SECONDS,
+            "containers": [
+                {
+                    "name": "app",
+                    "image": image,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": COMMAND,
+                    "readinessProbe": {"exec": {"command": READY_COMMAND}, "periodSeconds": probe_period},
+                }
+            ],
+        },
+    }
+
+
+def app_state(pod: dict[str, Any]) -> dict[str, Any]:
+    statuses = pod.get("status", {}).get("containerStatuses") or ()
+    return next((dict(c.get("state") or {}) for c in statuses if c.get("name") == "app"), {})
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions") or ()
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+class PodWatch:
+    """One watch over a run's pods (by label), opened before the creates: when each was first reported
+    running, then Ready; when it was first reported terminated, then DELETED."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.running_at: dict[str, float] = {}
+        self.terminated_at: dict[str, float] = {}
+        self.ready_at: dict[str, float] = {}
+        self.deleted_at: dict[str, float] = {}
+        self.all_ready = trio.Event()
+        self.all_deleted = trio.Event()
+
+    async def run(
+        self, client: ApiClient, path: str, selector: str, *, task_status: trio.TaskStatus[None]
+    ) -> None:
+        listed = await client.get(path, {"labelSelector": selector})
+        params = {
+            "labelSelector": selector,
+            "resourceVersion": listed["metadata"]["resourceVersion"],
+            "timeoutSeconds": str(int(PHASE_TIMEOUT * 3)),
+        }
+        async with client.open_watch(path, params) as events:
+            task_status.started()
+            async for event in events:
+                now = time.perf_counter()
+                name = event.object.get("metadata", {}).get("name", "")
+                if event.type in ("ADDED", "MODIFIED"):
+                    state = app_state(event.object)
+                    if "running" in state:
+                        self.running_at.setdefault(name, now)
+                    if "terminated" in state:
+                        self.terminated_at.setdefault(name, now)
+                    if is_ready(event.object) and name not in self.ready_at:
+                        self.ready_at[name] = now
+                        if len(self.ready_at) == self.n:
+                            self.all_ready.set()
+                elif event.type == "DELETED":
+                    if "terminated" in app_state(event.object):
+                        self.terminated_at.setdefault(name, now)
+                    self.deleted_at.setdefault(name, now)
+                    if len(self.deleted_at) == self.n:
+                        self.all_deleted.set()
+                        return
+                elif event.type == "ERROR":
+                    raise RuntimeError(f"watch error: {event.object}")
+        raise RuntimeError("watch ended before all pods were deleted")
+
+
+async def api_run(
+    kubeconfig: Path, node: str, image: str, n: int, *, probe_period: int = 1
+) -> dict[str, float]:
+    """Create N pods concurrently, time all Ready; delete them all, time all DELETED."""
+    run_id = secrets.token_hex(4)
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    async with open_kubeconfig_client(str(kubeconfig), qps=1000, burst=1000) as client:
+        watch = PodWatch(n)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(watch.run, client, path, f"bench-run={run_id}")
+            names = [f"{node}-{n}-{run_id}-{i}" for i in range(n)]
+            t0 = time.perf_counter()
+            async with trio.open_nursery() as creates:
+                for name in names:
+                    creates.start_soon(
+                        client.create, path, pod_manifest(name, node, image, run_id, probe_period)
+                    )
+            created = time.perf_counter() - t0
+            with trio.move_on_after(PHASE_TIMEOUT) as scope:
+                await watch.all_ready.wait()
+            if scope.cancelled_caught:
+                raise RuntimeError(f"{node}: {len(watch.ready_at)}/{n} pods Ready after {PHASE_TIMEOUT:g}s")
+            ready = max(watch.ready_at.values()) - t0
+            t1 = time.perf_counter()
+            async with trio.open_nursery() as deletes:
+                for name in names:
+                    deletes.start_soon(client.delete, f"{path}/{name}")
+            with trio.move_on_after(PHASE_TIMEOUT) as scope:
+                await watch.all_deleted.wait()
+            if scope.cancelled_caught:
+                raise RuntimeError(f"{node}: {len(watch.deleted_at)}/{n} pods gone after {PHASE_TIMEOUT:g}s")
+            gone = max(watch.deleted_at.values()) - t1
+    out = {
+        "creates_s": round(created, 3),
+        "create_to_ready_s": round(ready, 3),
+        "delete_to_gone_s": round(gone, 3),
+    }
+    # where the time went, as a client sees it: running reported, then the readiness probe's success
+    # reported; terminated reported, then the object deleted
+    if len(watch.running_at) == n:
+        out["create_to_running_reported_s"] = round(max(watch.running_at.values()) - t0, 3)
+        out["running_to_ready_reported_median_s"] = round(
+            statistics.median(watch.ready_at[p] - watch.running_at[p] for p in names), 3
+        )
+    if len(watch.terminated_at) == n:
+        out["delete_to_terminated_reported_s"] = round(max(watch.terminated_at.values()) - t1, 3)
+    return out
+
+
+def steady_state(plane: ControlPlane, node: str, image: str, pid: int, seconds: float) -> dict[str, Any]:
+    """30 Ready pods with 10 s exec probes: the kubelet's CPU share and RSS while nothing changes."""
+    run_id = secrets.token_hex(4)
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    names = [f"{node}-steady-{run_id}-{i}" for i in range(STEADY_PODS)]
+
+    async def create_and_wait() -> None:
+        async with open_kubeconfig_client(str(plane.kubeconfig), qps=1000, burst=1000) as client:
+            async with trio.open_nursery() as nursery:
+                for name in names:
+                    manifest = pod_manifest(name, node, image, run_id, STEADY_PROBE_PERIOD)
+                    nursery.start_soon(client.create, path, manifest)
+            with trio.fail_after(PHASE_TIMEOUT):
+                while True:
+                    listed = await client.get(path, {"labelSelector": f"bench-run={run_id}"})
+                    if sum(is_ready(p) for p in listed["items"]) == STEADY_PODS:
+                        return
+                    await trio.sleep(0.5)
+
+    async def delete_and_wait() -> None:
+        async with open_kubeconfig_client(str(plane.kubeconfig), qps=1000, burst=1000) as client:
+            async with trio.open_nursery() as nursery:
+                for name in names:
+                    nursery.start_soon(client.delete, f"{path}/{name}")
+            with trio.fail_after(PHASE_TIMEOUT):
+                selector = {"labelSelector": f"bench-run={run_id}"}
+                while (await client.get(path, selector))["items"]:  # noqa: ASYNC110 (an outside observer)
+                    await trio.sleep(0.5)
+
+    trio.run(create_and_wait)
+    try:
+        time.sleep(SETTLE_SECONDS)
+        return {"pods": STEADY_PODS, "probe_period_s": STEADY_PROBE_PERIOD, **measure_process(pid, seconds)}
+    finally:
+        trio.run(delete_and_wait)
+
+
+# -- profile ---------------------------------------------------------------------------------------------
+
+
+def _function(frame: str) -> str:
+    """``name (file.py:123)`` → ``name (file.py)``: one entry per function, whatever the line."""
+    name, sep, where = frame.partition(" (")
+    return f"{name} ({where.rsplit(':', 1)[0]})" if sep else frame
+
+
+def summarize_raw_profile(path: Path, top: int = 15) -> dict[str, Any]:
+    """From py-spy's collapsed stacks (sampled with ``--gil``: on-CPU Python only): the functions with the
+    most samples at the top of the stack (self) and anywhere on it (inclusive), as % of all samples."""
+    own: collections.Counter[str] = collections.Counter()
+    inclusive: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        total += count
+        frames = [_function(f) for f in stack.split(";") if f]
+        if frames:
+            own[frames[-1]] += count
+        for frame in set(frames):
+            inclusive[frame] += count
+
+    def pct(c: int) -> float:
+        return round(100 * c / total, 1) if total else 0.0
+
+    return {
+        "samples": total,
+        "self_top": [{"function": f, "percent": pct(c)} for f, c in own.most_common(top)],
+        "inclusive_top": [{"function": f, "percent": pct(c)} for f, c in inclusive.most_common(top * 3)],
+    }
+
+
+def profiled_run(kubeconfig: Path, image: str, pid: int, out: Path, n: int) -> dict[str, Any]:
+    """One untimed N-pod run of kubelet-trio under ``py-spy record`` (raw collapsed stacks)."""
+    py_spy = shutil.which("py-spy")
+    if py_spy is None:
+        return {"skipped": "py-spy not installed (pip install py-spy)"}
+    log = out.with_suffix(".log")
+    with log.open("wb") as err:
+        spy = subprocess.Popen(
+            [
+                py_spy,
+                "record",
+                "--gil",
+                "--format",
+                "raw",
+                "--rate",
+                "100",
+                "-o",
+                str(out),
+                "--pid",
+                str(pid),
+            ],
+            stdout=err,
+            stderr=err,
+        )
+    try:
+        time.sleep(1.0)  # py-spy attaches
+        timing = trio.run(api_run, kubeconfig, TRIO_NODE, image, n)
+    finally:
+        spy.send_signal(2)  # SIGINT: py-spy writes its output and exits
+        try:
+            spy.wait(30)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+    if not out.exists():
+        return {"skipped": f"py-spy wrote nothing: {log_tail(log, 800)}"}
+    return {"pods": n, "timing": timing, "raw": str(out), **summarize_raw_profile(out)}
+
+
+# -- main --------------------------------------------------------------------------------------------------
+
+
+def series(runs: list[dict[str, float]]) -> dict[str, Any]:
+    return {"runs": runs, "median": medians(runs)}
+
+
+def api_series(kubeconfig: Path, node: str, image: str, n: int, runs: int) -> dict[str, Any]:
+    return series([trio.run(api_run, kubeconfig, node, image, n) for _ in range(runs)])
+
+
+def floor_series(endpoint: str, image: str, n: int, runs: int, workdir: Path) -> dict[str, Any]:
+    async def one(i: int) -> dict[str, float]:
+        async with open_cri_runtime(endpoint) as runtime:
+            return await floor_run(runtime, image, n, workdir / f"floor-{n}-{i}", READY_COMMAND)
+
+    return series([trio.run(one, i) for i in range(runs)])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--sizes", default="10,30", help="pod counts, comma-separated (default 10,30)")
+    parser.add_argument("--steady-seconds", type=float, default=60.0, help="0 skips the steady state")
+    parser.add_argument("--skip-go", action="store_true", help="do not run the Go kubelet even when built")
+    parser.add_argument("--skip-trio", action="store_true", help="no floor and no kubelet-trio (debugging)")
+    parser.add_argument("--skip-go-default-qps", action="store_true", help="no Go kubelet run at QPS 5")
+    parser.add_argument("--api", choices=("auto", "envtest", "fake"), default="auto")
+    parser.add_argument("--log-dir", type=Path, default=None, help="keep the kubelets' logs here")
+    parser.add_argument("--profile", type=Path, default=None, help="py-spy raw output of an extra run")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    if args.log_dir is not None:
+        args.log_dir.mkdir(parents=True, exist_ok=True)
+    missing = missing_prerequisites()
+    if missing:
+        print(json.dumps({"skipped": missing}))
+        return 1
+    go_reason = (
+        "--skip-go" if args.skip_go else None if os.access(GO_KUBELET, os.X_OK) else f"{GO_KUBELET} not built"
+    )
+    out: dict[str, Any] = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "cpu": _cpu_model(),
+            "kernel": platform.release(),
+            "python": sys.version.split()[0],
+            "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        },
+        "runs_per_size": args.runs,
+        "pod": "busybox, sh trap TERM + sleep, exec readiness probe `cat /etc/hostname` every 1 s, grace 5 s",
+    }
+    results: dict[int, dict[str, Any]] = {n: {} for n in sizes}
+    steady: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="kubelet-trio-api-bench-") as tmp:
+        workdir = Path(tmp)
+        with control_plane(args.api, workdir) as plane:
+            out["control_plane"] = plane.label
+            if not args.skip_trio:
+                _trio_benchmarks(plane, workdir, sizes, args, results, steady, out)
+            if go_reason is None:
+                try:
+                    out["go_kubelet"] = _go_benchmarks(plane, workdir, sizes, args, results, steady)
+                except RuntimeError as err:
+                    out["go_kubelet"] = {"error": str(err)}
+            else:
+                out["go_kubelet"] = {"skipped": go_reason}
+    for n in sizes:
+        r = results[n]
+        floor, trio_k, go_k = (
+            r.get(k, {}).get("median", {}) for k in ("cri_floor", "kubelet_trio", "go_kubelet")
+        )
+        r["ratios"] = {
+            "trio_over_floor_ready": ratio(trio_k.get("create_to_ready_s"), floor.get("all_ready_s")),
+            "trio_over_floor_gone": ratio(trio_k.get("delete_to_gone_s"), floor.get("all_gone_s")),
+            "trio_over_go_ready": ratio(trio_k.get("create_to_ready_s"), go_k.get("create_to_ready_s")),
+            "trio_over_go_gone": ratio(trio_k.get("delete_to_gone_s"), go_k.get("delete_to_gone_s")),
+        }
+        out[f"n_{n}"] = r
+    if steady:
+        out["steady_state"] = steady
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def _trio_benchmarks(
+    plane: ControlPlane,
+    workdir: Path,
+    sizes: Sequence[int],
+    args: argparse.Namespace,
+    results: dict[int, dict[str, Any]],
+    steady: dict[str, Any],
+    out: dict[str, Any],
+) -> None:
+    """The CRI floor, then kubelet-trio's runs, on one private containerd (the floor first: no kubelet
+    runs while it is measured)."""
+    with LocalCriEnvironment(workdir / "cri-trio") as cri:
+        image = cri.images.busybox
+        for n in sizes:
+            results[n]["cri_floor"] = floor_series(cri.endpoint, image, n, args.runs, workdir)
+        with trio_kubelet(plane, cri, workdir / "trio", args.log_dir) as proc:
+            if args.steady_seconds > 0:  # first: no leftovers of earlier pods for the kubelet to clean up
+                steady["kubelet_trio"] = steady_state(plane, TRIO_NODE, image, proc.pid, args.steady_seconds)
+            for n in sizes:
+                results[n]["kubelet_trio"] = api_series(plane.kubeconfig, TRIO_NODE, image, n, args.runs)
+            if args.profile is not None:
+                out["profile"] = profiled_run(plane.kubeconfig, image, proc.pid, args.profile, max(sizes))
+
+
+def _go_benchmarks(
+    plane: ControlPlane,
+    workdir: Path,
+    sizes: Sequence[int],
+    args: argparse.Namespace,
+    results: dict[int, dict[str, Any]],
+    steady: dict[str, Any],
+) -> dict[str, Any]:
+    """The Go kubelet's runs (after kubelet-trio's, on a containerd of its own)."""
+    info: dict[str, Any] = {
+        "binary": str(GO_KUBELET),
+        "version": subprocess.run(
+            [str(GO_KUBELET), "--version"], capture_output=True, text=True
+        ).stdout.strip(),
+        "flags": "--kube-api-qps=50 --kube-api-burst=100 (and one run per N with the defaults, QPS 5), "
+        "cgroupDriver cgroupfs, failSwapOn false, remote CRI",
+    }
+    with LocalCriEnvironment(workdir / "cri-go") as cri:
+        image = cri.images.busybox
+        with go_kubelet(plane, cri, workdir / "go", args.log_dir, qps=True) as proc:
+            if args.steady_seconds > 0:
+                steady["go_kubelet"] = steady_state(plane, GO_NODE, image, proc.pid, args.steady_seconds)
+            for n in sizes:
+                results[n]["go_kubelet"] = api_series(plane.kubeconfig, GO_NODE, image, n, args.runs)
+        if not args.skip_go_default_qps:
+            with go_kubelet(plane, cri, workdir / "go", args.log_dir, qps=False):
+                for n in sizes:
+                    results[n]["go_kubelet_default_qps"] = api_series(plane.kubeconfig, GO_NODE, image, n, 1)
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

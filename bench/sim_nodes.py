@@ -1,0 +1,314 @@
+"""Many simulated nodes in one process against a real kube-apiserver. Prints JSON.
+
+``kubelet-trio sim-nodes --nodes 100`` joins a real etcd + kube-apiserver (envtest binaries, see
+:mod:`kubelet_trio.testing.envtest`; ``kubelet-trio fake-apiserver`` when they are absent, labelled
+``"apiserver": "fake"``). Measured:
+
+- idle: CPU (% of one core) and RSS of the sim-nodes process while its nodes run with no pods, over
+  ``--idle-seconds``; the API server's (kube-apiserver + etcd) CPU over the same window, separately;
+- start: ``--pods`` pods bound to the nodes (``spec.nodeName``, ``--pods-per-node`` each: one
+  busybox-like container running until stopped, with an exec readiness probe), created at once; the
+  time from the first create until a pod watch has seen every pod Running with Ready=True;
+- loaded: CPU and RSS again with all those pods running (their probes too).
+
+Usage: python bench/sim_nodes.py [--nodes 100] [--pods-per-node 100] [--idle-seconds 30] [--kube-api-qps 0]
+Run it on an otherwise quiet machine; the JSON carries the load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from kubelet_trio.client import ApiClient, ApiClientError, load_kubeconfig, open_api_client
+from kubelet_trio.testing.envtest import EnvtestCluster, assets, start_envtest
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+CREATE_CONCURRENCY = 50
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of ``pid`` and its reaped children, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    utime, stime = int(fields[11]), int(fields[12])
+    return (utime + stime) / CLK_TCK
+
+
+def rss_mb(pid: int) -> float:
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE / 2**20
+
+
+def usage(groups: dict[str, list[int]]) -> dict[str, float]:
+    return {name: sum(cpu_seconds(p) for p in pids) for name, pids in groups.items()}
+
+
+def measure(
+    groups: dict[str, list[int]], since: dict[str, float], start: float
+) -> dict[str, dict[str, float]]:
+    """CPU (% of one core) of each group of processes since ``since`` (at monotonic ``start``), and RSS."""
+    elapsed = time.monotonic() - start
+    now = usage(groups)
+    return {
+        name: {
+            "cpu_percent": round(100 * (now[name] - since[name]) / elapsed, 1),
+            "rss_mb": round(sum(rss_mb(p) for p in pids), 1),
+        }
+        for name, pids in groups.items()
+    }
+
+
+def sample(groups: dict[str, list[int]], seconds: float) -> dict[str, dict[str, float]]:
+    since, start = usage(groups), time.monotonic()
+    time.sleep(seconds)
+    return measure(groups, since, start)
+
+
+def bench_pod(name: str, node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {"app": "bench"},
+            "annotations": {"sim.kubelet-trio.io/app": 'exec cat /tmp/ready -> 0 "ok"'},
+        },
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "busybox:1.36",
+                    "command": ["sh", "-c", "touch /tmp/ready; sleep 3600"],
+                    "readinessProbe": {"exec": {"command": ["cat", "/tmp/ready"]}},  # every 10 s
+                }
+            ],
+        },
+    }
+
+
+def _running_ready(pod: dict[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+    return status.get("phase") == "Running" and ready
+
+
+async def wait_nodes_ready(client: ApiClient, names: set[str], limit: float) -> float:
+    start = trio.current_time()
+    with trio.fail_after(limit):
+        while True:
+            nodes = await client.get("/api/v1/nodes")
+            ready = {
+                n["metadata"]["name"]
+                for n in nodes["items"]
+                if any(
+                    c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", [])
+                )
+            }
+            if names <= ready:
+                return trio.current_time() - start
+            await trio.sleep(0.5)
+
+
+async def start_pods(client: ApiClient, nodes: list[str], per_node: int, limit: float) -> dict[str, Any]:
+    """Create the pods and follow a watch until every one is Running and Ready."""
+    names = {f"bench-{n}-{i}": n for n in nodes for i in range(per_node)}
+    initial = await client.get("/api/v1/namespaces/default/pods", {"labelSelector": "app=bench"})
+    ready: set[str] = set()
+    first_ready: float | None = None
+    start = trio.current_time()
+    created_at: float | None = None
+
+    async def create_all() -> None:
+        nonlocal created_at
+        send, receive = trio.open_memory_channel[tuple[str, str]](len(names))
+        for item in names.items():
+            send.send_nowait(item)
+        send.close()
+
+        async def creator() -> None:
+            async for name, node in receive:
+                try:
+                    await client.create("/api/v1/namespaces/default/pods", bench_pod(name, node))
+                except ApiClientError as err:
+                    raise RuntimeError(f"creating pod {name}: {err}") from err
+
+        async with trio.open_nursery() as creators:
+            for _ in range(CREATE_CONCURRENCY):
+                creators.start_soon(creator)
+        created_at = trio.current_time() - start
+
+    with trio.move_on_after(limit) as deadline:
+        params = {"labelSelector": "app=bench", "resourceVersion": initial["metadata"]["resourceVersion"]}
+        params["allowWatchBookmarks"] = "true"
+        async with (
+            client.open_watch("/api/v1/namespaces/default/pods", params) as events,
+            trio.open_nursery() as nursery,
+        ):
+            nursery.start_soon(create_all)
+            async for event in events:
+                if event.type not in ("ADDED", "MODIFIED"):
+                    continue
+                name = event.object["metadata"]["name"]
+                if name in names and _running_ready(event.object):
+                    if first_ready is None:
+                        first_ready = trio.current_time() - start
+                    ready.add(name)
+                    if len(ready) == len(names):
+                        break
+            nursery.cancel_scope.cancel()
+    done = not deadline.cancelled_caught
+    return {
+        "pods": len(names),
+        "all_created_s": round(created_at or 0.0, 1),
+        "first_ready_s": round(first_ready or 0.0, 1),
+        # None: not all within --limit; "ready_seen" says how many were
+        "all_running_and_ready_s": round(trio.current_time() - start, 1) if done else None,
+        "ready_seen": len(ready),
+        "kubelet_timeline_s": await timeline(client) if done else None,
+    }
+
+
+def _seconds(stamp: str) -> float:
+    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+async def timeline(client: ApiClient) -> dict[str, dict[str, float]]:
+    """Percentiles (50/90/100) of when, after its creation, the pods' kubelets first saw them (startTime),
+    started the container, saw it Ready and last wrote the status (whole seconds, as the API stores them)."""
+    pods = (await client.get("/api/v1/namespaces/default/pods", {"labelSelector": "app=bench"}))["items"]
+    marks: dict[str, list[float]] = {"seen": [], "started": [], "ready": [], "ready_published": []}
+    for pod in pods:
+        created = _seconds(pod["metadata"]["creationTimestamp"])
+        status = pod.get("status") or {}
+        marks["seen"].append(_seconds(status["startTime"]) - created)
+        running = (status["containerStatuses"][0].get("state") or {}).get("running") or {}
+        marks["started"].append(_seconds(running["startedAt"]) - created)
+        [ready] = [c for c in status["conditions"] if c["type"] == "Ready"]
+        marks["ready"].append(_seconds(ready["lastTransitionTime"]) - created)
+        updates = [
+            f["time"] for f in pod["metadata"].get("managedFields", []) if f.get("subresource") == "status"
+        ]
+        marks["ready_published"].append(max(_seconds(t) for t in updates) - created)
+    out = {}
+    for name, values in marks.items():
+        values.sort()
+        pick = [values[min(len(values) - 1, int(len(values) * q))] for q in (0.5, 0.9)] + [values[-1]]
+        out[name] = dict(zip(("p50", "p90", "max"), pick, strict=True))
+    return out
+
+
+async def run_api(
+    kubeconfig: Path, nodes: list[str], per_node: int, limit: float
+) -> tuple[float, dict[str, Any]]:
+    config = load_kubeconfig(str(kubeconfig))
+    async with open_api_client(config, qps=0, request_timeout=60) as client:
+        registered = await wait_nodes_ready(client, set(nodes), 300)
+        if per_node == 0:
+            return registered, {}
+        return registered, await start_pods(client, nodes, per_node, limit)
+
+
+def start_fake(work: Path) -> tuple[subprocess.Popen[str], Path]:
+    kubeconfig = work / "fake-kubeconfig"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kubelet_trio", "fake-apiserver", "--kubeconfig-out", str(kubeconfig)],
+        stdout=subprocess.PIPE,
+        stderr=(work / "fake-apiserver.log").open("wb"),
+        text=True,
+    )
+    assert proc.stdout is not None
+    if not proc.stdout.readline():
+        raise RuntimeError(f"fake-apiserver did not start: {(work / 'fake-apiserver.log').read_text()}")
+    return proc, kubeconfig
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--pods-per-node", type=int, default=100)
+    parser.add_argument("--idle-seconds", type=float, default=30.0)
+    parser.add_argument("--kube-api-qps", default="0", help="sim-nodes' shared limit (0: none)")
+    parser.add_argument("--limit", type=float, default=600.0, help="give up on the start after this long")
+    parser.add_argument(
+        "--fake", action="store_true", help="use the fake API server even with envtest present"
+    )
+    args = parser.parse_args()
+
+    load_before = os.getloadavg()
+    work = Path(tempfile.mkdtemp(prefix="bench-sim-nodes-"))
+    directory = None if args.fake else assets()
+    cluster: EnvtestCluster | None = None
+    fake: subprocess.Popen[str] | None = None
+    if directory is not None:
+        cluster = start_envtest(
+            directory, extra_args=["--max-requests-inflight=800", "--max-mutating-requests-inflight=400"]
+        )
+        kubeconfig, apiserver_pids, label = (
+            cluster.kubeconfig,
+            [p.pid for p in cluster._procs],
+            "kube-apiserver",
+        )
+    else:
+        fake, kubeconfig = start_fake(work)
+        apiserver_pids, label = [fake.pid], "fake"
+    result: dict[str, Any] = {"apiserver": label, "nodes": args.nodes, "cores": os.cpu_count()}
+    log = (work / "sim-nodes.log").open("wb")
+    sim = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "kubelet_trio", "sim-nodes", "--kubeconfig", str(kubeconfig)),
+            *("--nodes", str(args.nodes), "--kube-api-qps", args.kube_api_qps),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+    )
+    try:
+        assert sim.stdout is not None
+        t0 = time.monotonic()
+        if not sim.stdout.readline():
+            raise RuntimeError(f"sim-nodes exited: {(work / 'sim-nodes.log').read_text()[-3000:]}")
+        names = [f"sim-{i}" for i in range(args.nodes)]
+        trio.run(run_api, kubeconfig, names, 0, args.limit)
+        result["nodes_ready_s"] = round(time.monotonic() - t0, 1)
+        time.sleep(5)  # start-up work settles (first status reports, lease creation)
+        groups = {"sim_nodes": [sim.pid], "apiserver": apiserver_pids}
+        result["idle"] = sample(groups, args.idle_seconds)
+        since, t1 = usage(groups), time.monotonic()
+        _, start = trio.run(run_api, kubeconfig, names, args.pods_per_node, args.limit)
+        result["start"] = {**start, "usage": measure(groups, since, t1)}
+        time.sleep(5)
+        result["loaded"] = sample(groups, args.idle_seconds)
+    finally:
+        sim.send_signal(signal.SIGTERM)
+        try:
+            sim.wait(30)
+        except subprocess.TimeoutExpired:
+            sim.kill()
+        log.close()
+        if cluster is not None:
+            cluster.stop()
+        if fake is not None:
+            fake.terminate()
+            fake.wait(10)
+    result["load_average_before"] = [round(x, 2) for x in load_before]
+    result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

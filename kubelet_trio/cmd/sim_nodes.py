@@ -1,0 +1,395 @@
+"""``kubelet-trio sim-nodes``: many full kubelets on simulated runtimes in one process, joined to a cluster.
+
+Each node is the real node agent (sync loop, pod workers, PLEG, probes, status, lease, events) built by
+:func:`~kubelet_trio.kubelet_builder.open_kubelet` in API mode on its own
+:class:`~kubelet_trio.sim.tracking.ChangeTrackingSimRuntime` (its relists are free while nothing
+changes): pods bound to it (``spec.nodeName``) start, crash,
+restart, become ready and terminate gracefully as their ``sim.kubelet-trio.io/<container>`` annotations
+script them. All nodes share one API connection pool and one rate limiter (``--kube-api-qps`` is for
+the whole process). The read-only and Kubelet API servers are off unless a port base is given (node
+``i`` then serves on ``base + i`` on 127.0.0.1). Runs until SIGINT or SIGTERM, then exits 0, leaving the
+Node objects behind as a stopped kubelet does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import ipaddress
+import logging
+import signal
+import ssl
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Sequence
+
+import attrs
+import httpx
+import trio
+
+from kubelet_trio import defaults
+from kubelet_trio.api.quantity import Quantity
+from kubelet_trio.apimode import ApiModeOptions
+from kubelet_trio.client import (
+    ApiClient,
+    KubeConfig,
+    KubeConfigError,
+    load_kubeconfig,
+    make_ssl_context,
+    open_api_client,
+)
+from kubelet_trio.clock import WallClock
+from kubelet_trio.config.podconfig import PodConfig
+from kubelet_trio.config.types import API_SOURCE
+from kubelet_trio.fsio import run_inline
+from kubelet_trio.kubelet import KubeletConfig
+from kubelet_trio.kubelet_builder import KubeletDeps, KubeletNode, open_kubelet
+from kubelet_trio.logs import configure_logging, kv
+from kubelet_trio.nodestatus import MachineInfo
+from kubelet_trio.sim.tracking import ChangeTrackingSimRuntime
+
+logger = logging.getLogger(__name__)
+
+#: Node ``i``'s address (198.18.0.0/15 is set aside for benchmarks) and pod CIDR.
+NODE_IP_BASE = ipaddress.IPv4Address("198.18.0.1")
+POD_NETWORK = ipaddress.IPv4Network("10.128.0.0/9")
+MAX_NODES = 2**15  # a /24 of pods per node within POD_NETWORK
+START_CONCURRENCY = 10  # nodes registering at once
+REQUEST_CONNECTIONS = 64  # connections for requests other than watches, shared by all nodes
+
+
+@attrs.frozen(kw_only=True)
+class SimNodesSettings:
+    """What every simulated node is built with (the command's flags)."""
+
+    nodes: int
+    name_prefix: str = "sim-"
+    max_pods: int = defaults.MAX_PODS
+    node_labels: dict[str, str] = attrs.Factory(dict)
+    cpu: int = 4
+    memory_bytes: int = 16 * 1024**3
+    ephemeral_storage_bytes: int = 100 * 1024**3
+    read_only_port_base: int = 0
+    port_base: int = 0
+    root_dir: str = ""  # "" : a temporary directory, removed on exit
+
+
+def node_name(settings: SimNodesSettings, index: int) -> str:
+    return f"{settings.name_prefix}{index}"
+
+
+def node_machine(name: str, settings: SimNodesSettings) -> MachineInfo:
+    """A machine per node: the flags' capacity, identities derived from the name (stable across runs)."""
+    digest = hashlib.sha256(name.encode()).hexdigest()
+    return MachineInfo(
+        num_cores=settings.cpu,
+        memory_bytes=settings.memory_bytes,
+        ephemeral_storage_bytes=settings.ephemeral_storage_bytes,
+        machine_id=digest[:32],
+        system_uuid=f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}",
+        boot_id=f"{digest[32:40]}-{digest[40:44]}-{digest[44:48]}-{digest[48:52]}-{digest[52:64]}",
+        kernel_version="6.1.0-kubelet-trio-sim",
+        os_image="kubelet-trio simulated node",
+        operating_system="linux",
+        architecture="amd64",
+    )
+
+
+def _nth_port(base: int, index: int) -> int:
+    return base + index if base else 0
+
+
+def pod_cidr(index: int) -> str:
+    """Node ``index``'s /24 of ``POD_NETWORK``, so pod IPs are unique across the simulated nodes."""
+    return str(ipaddress.IPv4Network((int(POD_NETWORK.network_address) + index * 256, 24)))
+
+
+@contextlib.asynccontextmanager
+async def open_sim_nodes(
+    client: ApiClient,
+    settings: SimNodesSettings,
+    *,
+    clock: WallClock | None = None,
+) -> AsyncIterator[list[KubeletNode]]:
+    """Run ``settings.nodes`` nodes against ``client`` until the block exits; yields once all are up."""
+    if not 0 < settings.nodes <= MAX_NODES:
+        raise ValueError(f"--nodes must be 1-{MAX_NODES}, got {settings.nodes}")
+    clock = clock or WallClock()
+    with contextlib.ExitStack() as files:
+        root = settings.root_dir or files.enter_context(
+            tempfile.TemporaryDirectory(prefix="kubelet-trio-sim-")
+        )
+        started: list[KubeletNode | None] = [None] * settings.nodes
+        limiter = trio.CapacityLimiter(START_CONCURRENCY)
+
+        async def run_node(index: int, *, task_status: trio.TaskStatus[None]) -> None:
+            async with limiter:
+                name = node_name(settings, index)
+                config = KubeletConfig(
+                    node_name=name,
+                    root_dir=f"{root}/{name}",
+                    pod_logs_dir=f"{root}/{name}/pod-logs",
+                    node_ips=(str(NODE_IP_BASE + index),),
+                    memory_backed_volumes=False,  # simulated containers cannot see tmpfs mounts
+                    read_only_port=settings.read_only_port_base + index
+                    if settings.read_only_port_base
+                    else 0,
+                    port=settings.port_base + index if settings.port_base else 0,
+                    address="127.0.0.1",
+                )
+                runtime = ChangeTrackingSimRuntime(clock=clock, run_sync=run_inline, pod_cidr=pod_cidr(index))
+                deps = KubeletDeps(
+                    runtime=runtime,
+                    pod_config=PodConfig(sources=(API_SOURCE,), now=clock.now),
+                    clock=clock,
+                    run_sync=run_inline,
+                    api_client=client,
+                    api_options=ApiModeOptions(
+                        node_labels=settings.node_labels,
+                        max_pods=settings.max_pods,
+                        kubelet_port=config.port,
+                        machine=node_machine(name, settings),
+                    ),
+                )
+                stack = contextlib.AsyncExitStack()
+                node = await stack.enter_async_context(open_kubelet(config, deps))
+            async with stack:
+                started[index] = node
+                task_status.started()
+                await trio.sleep_forever()
+
+        async with trio.open_nursery() as nursery:
+            async with trio.open_nursery() as starting:
+                for index in range(settings.nodes):
+                    starting.start_soon(nursery.start, run_node, index)
+            logger.info("simulated nodes running", extra=kv(nodes=settings.nodes, root_dir=root))
+            yield [node for node in started if node is not None]
+            nursery.cancel_scope.cancel()
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0-65535, got {value}")
+    return value
+
+
+def _qps(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
+    return value
+
+
+def _bytes(text: str) -> int:
+    try:
+        return Quantity(text).int_value()
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected a quantity such as 16Gi, got {text!r}: {err}") from None
+
+
+def _labels(text: str) -> dict[str, str]:
+    """``key=value,key2=value2`` as ``--node-labels`` takes it."""
+    labels: dict[str, str] = {}
+    for pair in filter(None, text.split(",")):
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"expected key=value pairs separated by commas, got {pair!r}")
+        labels[key] = value
+    return labels
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kubelet-trio sim-nodes",
+        description="Run N kubelets on simulated runtimes in one process, joined to a cluster: nodes for "
+        "testing schedulers, controllers and operators. Pod behaviour comes from the pods' "
+        "sim.kubelet-trio.io/<container> annotations (see kubelet_trio.sim.script).",
+    )
+    parser.add_argument("--kubeconfig", required=True, metavar="FILE", help="the cluster to join")
+    parser.add_argument("--nodes", required=True, type=_positive_int, metavar="N", help="how many nodes")
+    parser.add_argument("--name-prefix", default="sim-", help="node names are PREFIX0 .. PREFIX<N-1>")
+    parser.add_argument(
+        "--max-pods", type=_positive_int, default=defaults.MAX_PODS, help="maxPods of every node"
+    )
+    parser.add_argument(
+        "--node-labels",
+        type=_labels,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE,...",
+        help="labels every node registers with (repeatable)",
+    )
+    parser.add_argument("--node-cpu", type=_positive_int, default=4, metavar="CORES", help="CPU capacity")
+    parser.add_argument(
+        "--node-memory", type=_bytes, default=16 * 1024**3, metavar="QUANTITY", help="memory capacity (16Gi)"
+    )
+    parser.add_argument(
+        "--kube-api-qps",
+        type=_qps,
+        default=PROCESS_QPS,
+        help=f"API requests per second for the whole process, 0 for no limit (default {PROCESS_QPS:g})",
+    )
+    parser.add_argument(
+        "--kube-api-burst", type=_positive_int, default=PROCESS_BURST, help="burst of the shared rate limit"
+    )
+    parser.add_argument(
+        "--read-only-port-base",
+        type=_port,
+        default=0,
+        help="node i serves its read-only API on BASE+i (default 0: off)",
+    )
+    parser.add_argument(
+        "--port-base",
+        type=_port,
+        default=0,
+        help="node i serves the Kubelet API on BASE+i (default 0: off)",
+    )
+    parser.add_argument(
+        "--root-dir", default="", help="nodes' files go under DIR/<node> (default: a temp dir)"
+    )
+    parser.add_argument("--v", type=int, default=0, metavar="LEVEL", help="log verbosity")
+    return parser
+
+
+#: The shared rate limit's defaults: the Go kubelet's kubeAPIQPS/kubeAPIBurst (50/100) for ten nodes.
+PROCESS_QPS = 10 * defaults.KUBE_API_QPS
+PROCESS_BURST = 10 * defaults.KUBE_API_BURST
+
+
+def settings_from(args: argparse.Namespace) -> SimNodesSettings:
+    labels: dict[str, str] = {}
+    for group in args.node_labels:
+        labels.update(group)
+    return SimNodesSettings(
+        nodes=args.nodes,
+        name_prefix=args.name_prefix,
+        max_pods=args.max_pods,
+        node_labels=labels,
+        cpu=args.node_cpu,
+        memory_bytes=args.node_memory,
+        read_only_port_base=args.read_only_port_base,
+        port_base=args.port_base,
+        root_dir=args.root_dir,
+    )
+
+
+@attrs.define(eq=False)
+class _ClosingStream(httpx.AsyncByteStream):
+    """A response body that closes its connection's transport with it."""
+
+    stream: httpx.AsyncByteStream
+    transport: httpx.AsyncBaseTransport
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.stream:
+            yield chunk
+
+    async def aclose(self) -> None:
+        try:
+            await self.stream.aclose()
+        finally:
+            await self.transport.aclose()
+
+
+@attrs.define(eq=False)
+class SplitPool(httpx.AsyncBaseTransport):
+    """Requests on one small shared pool; each watch on a connection of its own, closed with it.
+
+    Every node holds a few watches open for minutes. In one httpx pool they would be scanned for every
+    request (its cost grows with the connections it holds), which at hundreds of nodes dominates."""
+
+    verify: ssl.SSLContext | bool
+    requests: httpx.AsyncBaseTransport
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("watch") != "true":
+            return await self.requests.handle_async_request(request)
+        own = httpx.AsyncHTTPTransport(
+            verify=self.verify, limits=httpx.Limits(max_connections=1, max_keepalive_connections=0)
+        )
+        try:
+            response = await own.handle_async_request(request)
+        except BaseException:
+            await own.aclose()
+            raise
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_ClosingStream(response.stream, own),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self.requests.aclose()
+
+
+def split_pool(config: KubeConfig) -> SplitPool:
+    verify: ssl.SSLContext | bool = make_ssl_context(config) if config.uses_tls else True
+    limits = httpx.Limits(max_connections=REQUEST_CONNECTIONS, max_keepalive_connections=REQUEST_CONNECTIONS)
+    return SplitPool(verify, httpx.AsyncHTTPTransport(verify=verify, limits=limits))
+
+
+@contextlib.asynccontextmanager
+async def open_shared_client(kubeconfig: str, *, qps: float, burst: int) -> AsyncIterator[ApiClient]:
+    """One client for all nodes: one token bucket, one set of connections (:class:`SplitPool`)."""
+    try:
+        config = load_kubeconfig(kubeconfig)
+    except KubeConfigError as err:
+        raise RuntimeError(f"--kubeconfig: {err}") from None
+    async with open_api_client(config, qps=qps, burst=burst, transport=split_pool(config)) as client:
+        yield client
+
+
+async def serve(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with (
+            open_shared_client(args.kubeconfig, qps=args.kube_api_qps, burst=args.kube_api_burst) as client,
+            open_sim_nodes(client, settings) as nodes,
+        ):
+            print(f"{len(nodes)} nodes running", flush=True)  # for scripts: every node is up
+            async for signum in signals:
+                logger.info("stopping", extra=kv(signal=signal.Signals(signum).name))
+                break
+    return 0
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
+def main(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(list(argv))
+    configure_logging(args.v)
+    try:
+        return trio.run(serve, args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:
+        for leaf in _leaves(err):
+            if isinstance(leaf, RuntimeError | OSError | ValueError):
+                print(f"kubelet-trio sim-nodes: {leaf}", file=sys.stderr)
+            else:
+                logger.error("sim-nodes failed", exc_info=leaf)
+        return 1

@@ -1,0 +1,35 @@
+"""A fake Kubernetes API server with real semantics (resourceVersion, watch, 409, 410), for test harnesses.
+
+In-process under Trio's clock (:func:`open_fake_api`), on a loopback port (:func:`serve_fake_api`), or as
+``kubelet-trio fake-apiserver``. See :mod:`kubelet_trio.testing.fakeapi.store` for what it implements
+and the README for what a real API server does that it does not.
+"""
+
+from kubelet_trio.testing.fakeapi.app import FakeApiApp, RecordedRequest
+from kubelet_trio.testing.fakeapi.server import (
+    FAKE_URL,
+    FakeApi,
+    ServedFakeApi,
+    open_fake_api,
+    open_served_fake_api,
+    serve_fake_api,
+    write_kubeconfig,
+)
+from kubelet_trio.testing.fakeapi.store import FakeApiError, FakeStore
+from kubelet_trio.testing.fakeapi.transport import AsgiTransport, open_asgi_transport
+
+__all__ = [
+    "FAKE_URL",
+    "AsgiTransport",
+    "FakeApi",
+    "FakeApiApp",
+    "FakeApiError",
+    "FakeStore",
+    "RecordedRequest",
+    "ServedFakeApi",
+    "open_asgi_transport",
+    "open_fake_api",
+    "open_served_fake_api",
+    "serve_fake_api",
+    "write_kubeconfig",
+]

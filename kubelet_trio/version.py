@@ -1,0 +1,43 @@
+"""This kubelet's version (Go: ``component-base/version``): the Kubernetes release whose kubelet it
+follows, with the package version as build metadata, ``v1.33.0+kubelet-trio.0.1.0``.
+
+The package version itself is declared once, as ``kubelet_trio.__version__`` (``pyproject.toml`` reads it
+from there); the Node object's ``kubeletVersion``, ``--version`` and the API client's user agent use it.
+"""
+
+from __future__ import annotations
+
+import platform
+
+from kubelet_trio import __version__
+
+__all__ = ["KUBELET_VERSION", "KUBERNETES_VERSION", "raw_info"]
+
+#: The Kubernetes release whose kubelet this one follows (its API and its flags).
+KUBERNETES_VERSION = "v1.33.0"
+KUBELET_VERSION = f"{KUBERNETES_VERSION}+kubelet-trio.{__version__}"
+
+_GO_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "ppc64le": "ppc64le", "s390x": "s390x"}
+
+
+def raw_info() -> str:
+    """``--version=raw``: Go's ``version.Info`` record as it prints it (``%#v``), with the Python runtime
+    in place of the Go toolchain."""
+    major, minor, _ = KUBERNETES_VERSION.removeprefix("v").split(".", 2)
+    machine = platform.machine().lower()
+    fields = {
+        "Major": major,
+        "Minor": minor,
+        "GitVersion": KUBELET_VERSION,
+        "GitCommit": "",
+        "GitTreeState": "",
+        "BuildDate": "",
+        "GoVersion": "",
+        "Compiler": f"{platform.python_implementation()} {platform.python_version()}",
+        "Platform": f"{platform.system().lower()}/{_GO_ARCH.get(machine, machine)}",
+    }
+    return "version.Info{" + ", ".join(f"{key}:{_go_quote(value)}" for key, value in fields.items()) + "}"
+
+
+def _go_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

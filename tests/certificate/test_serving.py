@@ -1,0 +1,87 @@
+"""The serving certificate by CSR (``--rotate-server-certificates``): a self-signed placeholder until the
+``kubernetes.io/kubelet-serving`` request is issued, then the issued certificate on new connections of the
+running TLS server (real TLS on loopback, fake API server)."""
+
+from __future__ import annotations
+
+import ipaddress
+import ssl
+from functools import partial
+from pathlib import Path
+
+import trio
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from kubelet_trio.certificate import open_serving_certificate, reload_certificate_files
+from kubelet_trio.testing.fakeapi import open_fake_api
+from kubelet_trio.testing.fakeapi.csr import CSR_RESOURCE, CsrSigner, csr_request
+
+NODE = "edge-1"
+
+
+async def presented_serial(port: int, trust: bytes) -> int | None:
+    """The serial of the certificate the server presents, when it verifies against ``trust``."""
+    context = ssl.create_default_context(cadata=trust.decode())
+    context.check_hostname = False
+    stream = await trio.open_ssl_over_tcp_stream("127.0.0.1", port, ssl_context=context)
+    try:
+        await stream.do_handshake()
+    except trio.BrokenResourceError:  # verification failed
+        await trio.aclose_forcefully(stream)
+        return None
+    der = stream.getpeercert(binary_form=True)
+    await stream.aclose()
+    return x509.load_der_x509_certificate(der).serial_number if der else None
+
+
+async def test_the_server_moves_from_a_placeholder_to_the_issued_certificate(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with open_fake_api() as api, api.client() as client, trio.open_nursery() as nursery:
+            signer = CsrSigner(api.store, lifetime=3600)
+
+            def addresses() -> tuple[list[str], list[str]]:
+                return [NODE], ["127.0.0.1"]
+
+            async with open_serving_certificate(client, NODE, tmp_path / "pki", addresses) as pem:
+                context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+                context.load_cert_chain(pem, pem)
+                await nursery.start(
+                    partial(reload_certificate_files, context, str(pem), str(pem), period=0.2)
+                )
+                listeners = await nursery.start(
+                    partial(trio.serve_ssl_over_tcp, _close, 0, context, host="127.0.0.1")
+                )
+                port = listeners[0].transport_listener.socket.getsockname()[1]
+                placeholder = x509.load_pem_x509_certificates(pem.read_bytes())[0]
+                assert placeholder.issuer == placeholder.subject  # self-signed until issued
+                assert await presented_serial(port, signer.ca_pem) is None  # not trusted by the cluster CA
+
+                while not api.store.list(CSR_RESOURCE, None)["items"]:
+                    await api.store.changed.wait_transition()
+                (csr,) = api.store.list(CSR_RESOURCE, None)["items"]
+                assert csr["spec"]["signerName"] == "kubernetes.io/kubelet-serving"
+                assert csr["spec"]["usages"] == ["digital signature", "key encipherment", "server auth"]
+                san = csr_request(csr).extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+                assert san.get_values_for_type(x509.DNSName) == [NODE]
+                assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
+                issued = x509.load_pem_x509_certificate(signer.sign(csr["metadata"]["name"]))
+                assert (
+                    ExtendedKeyUsageOID.SERVER_AUTH
+                    in issued.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+                )
+
+                serial = None
+                while serial is None:  # the file is checked every RELOAD_PERIOD
+                    await trio.sleep(0.2)
+                    serial = await presented_serial(port, signer.ca_pem)
+                assert serial == issued.serial_number  # served without a restart
+            nursery.cancel_scope.cancel()
+
+
+async def _close(stream: trio.SSLStream[trio.SocketStream]) -> None:
+    try:
+        await stream.do_handshake()
+    except (trio.BrokenResourceError, ssl.SSLError):
+        return
+    await stream.aclose()

@@ -1,0 +1,187 @@
+"""The package graph of ``kubelet_trio`` has no cycles and respects the layers.
+
+A node of the graph is a subpackage (``kubelet_trio.kuberuntime``) or a top-level module
+(``kubelet_trio.pod_workers``); an edge is any import between two nodes, including imports under
+``TYPE_CHECKING`` (a type dependency is still a dependency). Cycles make the packages impossible to
+read or test apart, so the check reports each strongly connected component with the imports that form it.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "kubelet_trio"
+
+# Lowest first. A node may import only nodes of its own or a lower layer; nodes not named here are
+# only checked for cycles.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("api",),
+    ("cri", "container", "client"),
+    ("config", "pleg", "prober", "status", "volumemanager"),
+    ("kuberuntime",),
+    ("kubelet",),
+    ("server", "apimode"),
+    ("cmd",),
+)
+
+
+def _node(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "kubelet_trio" or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def _module_name(path: Path, root: Path) -> str:
+    relative = path.relative_to(root.parent).with_suffix("")
+    parts = list(relative.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path, root: Path) -> Iterator[tuple[str, int]]:
+    """Absolute names of the modules ``path`` imports, with line numbers."""
+    module = _module_name(path, root)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            yield target, node.lineno
+            for alias in node.names:  # ``from kubelet_trio import kubelet``
+                yield f"{target}.{alias.name}", node.lineno
+
+
+def import_graph(root: Path = PACKAGE) -> dict[str, dict[str, list[str]]]:
+    """``graph[a][b]`` lists ``file:line`` of the imports by which node ``a`` imports node ``b``."""
+    graph: dict[str, dict[str, list[str]]] = {}
+    known = {p.stem if p.is_file() else p.name for p in root.iterdir() if not p.name.startswith("_")}
+    for path in sorted(root.rglob("*.py")):
+        if "gen" in path.relative_to(root).parts:
+            continue
+        source = _node(_module_name(path, root))
+        if source is None:
+            continue
+        for target, line in _imports(path, root):
+            node = _node(target)
+            if node is None or node == source or node not in known:
+                continue
+            where = f"{path.relative_to(root.parent)}:{line}"
+            places = graph.setdefault(source, {}).setdefault(node, [])
+            if where not in places:
+                places.append(where)
+    return graph
+
+
+def fresh_import_graph(root: Path = PACKAGE) -> dict[str, dict[str, list[str]]]:
+    """:func:`import_graph` computed in a new interpreter: CPython 3.11's ``ast.parse`` can fail with
+    "AST constructor recursion depth mismatch" late in a long test session."""
+    out = subprocess.run(
+        [sys.executable, __file__, str(root)], check=True, capture_output=True, text=True, timeout=120
+    ).stdout
+    graph: dict[str, dict[str, list[str]]] = json.loads(out)
+    return graph
+
+
+def cycles(graph: Mapping[str, Mapping[str, list[str]]]) -> list[list[str]]:
+    """Strongly connected components with more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, {}):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    nodes = set(graph) | {t for targets in graph.values() for t in targets}
+    for node in sorted(nodes):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _describe(graph: Mapping[str, Mapping[str, list[str]]], component: list[str]) -> str:
+    lines = [" <-> ".join(component)]
+    for source in component:
+        for target, where in sorted(graph.get(source, {}).items()):
+            if target in component:
+                lines.append(f"  {source} -> {target}: {', '.join(where)}")
+    return "\n".join(lines)
+
+
+def layer_violations(graph: Mapping[str, Mapping[str, list[str]]]) -> list[str]:
+    rank = {node: level for level, nodes in enumerate(LAYERS) for node in nodes}
+    problems = []
+    for source, targets in sorted(graph.items()):
+        for target, where in sorted(targets.items()):
+            if source in rank and target in rank and rank[target] > rank[source]:
+                problems.append(
+                    f"{source} (layer {rank[source]}) imports {target} (layer {rank[target]}): {where[0]}"
+                )
+    return problems
+
+
+def test_no_import_cycles_between_packages() -> None:
+    graph = fresh_import_graph()
+    found = cycles(graph)
+    assert not found, "import cycles between packages:\n" + "\n".join(_describe(graph, c) for c in found)
+
+
+def test_layers_only_import_downwards() -> None:
+    assert layer_violations(fresh_import_graph()) == []
+
+
+@pytest.mark.parametrize(
+    ("low", "high"),
+    [("api", "kubelet"), ("prober", "kuberuntime"), ("server", "cmd")],
+)
+def test_an_introduced_cycle_is_reported(tmp_path: Path, low: str, high: str) -> None:
+    """The check is not vacuous: a copy of the package with one upward import fails it."""
+    copy = tmp_path / "kubelet_trio"
+    for path in PACKAGE.rglob("*.py"):
+        target = copy / path.relative_to(PACKAGE)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(path.read_text())
+    init = copy / low / "__init__.py" if (copy / low).is_dir() else copy / f"{low}.py"
+    init.write_text(init.read_text() + f"\nimport kubelet_trio.{high}  # noqa\n")
+    graph = fresh_import_graph(copy)
+    assert any(low in c and high in c for c in cycles(graph))
+    assert any(v.startswith(f"{low} ") for v in layer_violations(graph))
+
+
+if __name__ == "__main__":
+    print(json.dumps(import_graph(Path(sys.argv[1]))))
