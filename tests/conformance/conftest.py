@@ -137,7 +137,7 @@ def _kubelet_daemon(api: EnvtestCluster, cri: LocalCriEnvironment, workdir: Path
         "--healthz-port", "0",
         "--port", str(port),
         "--client-ca-file", str(api.ca_file),
-        "--authentication-token-webhook", "true",
+        "--authentication-token-webhook=true",
         "--authorization-mode", "Webhook",
         "--v", "2",
     ]  # fmt: skip
