@@ -68,6 +68,19 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
+_CA_KEY_USAGE = x509.KeyUsage(
+    digital_signature=True,
+    content_commitment=False,
+    key_encipherment=False,
+    data_encipherment=False,
+    key_agreement=False,
+    key_cert_sign=True,
+    crl_sign=True,
+    encipher_only=False,
+    decipher_only=False,
+)
+
+
 @attrs.define(eq=False)
 class CsrSigner:
     """A CA that signs CSRs in ``store``; ``lifetime`` seconds per certificate (``notBefore`` = now)."""
@@ -95,6 +108,9 @@ class CsrSigner:
             .not_valid_before(start)
             .not_valid_after(start + dt.timedelta(days=3650))
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            # what strict X.509 verification (Python 3.13+'s default) asks of a CA
+            .add_extension(_CA_KEY_USAGE, critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(self.key.public_key()), critical=False)
             .sign(self.key, hashes.SHA256())
         )
 
@@ -148,6 +164,9 @@ class CsrSigner:
             .not_valid_before(start)
             .not_valid_after(start + dt.timedelta(seconds=min(seconds, lifetime or self.lifetime)))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False
+            )
         )
         ext = [ExtendedKeyUsageOID.CLIENT_AUTH] * ("client auth" in usages)
         ext += [ExtendedKeyUsageOID.SERVER_AUTH] * ("server auth" in usages)
