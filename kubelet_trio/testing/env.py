@@ -36,8 +36,12 @@ def missing_prerequisites() -> list[str]:
     return missing
 
 
+REMOVE_ATTEMPTS = 4
+
+
 async def remove_all_pods(endpoint: str, node: str | None = None) -> None:
     """Stop and remove every sandbox (and so every container) the runtime has, or one node's."""
+    from kubelet_trio.cri.errors import CriError
     from kubelet_trio.cri.gen.runtime import v1 as pb
     from kubelet_trio.cri.remote import open_cri_runtime
     from kubelet_trio.kuberuntime.labels import node_selector
@@ -45,8 +49,17 @@ async def remove_all_pods(endpoint: str, node: str | None = None) -> None:
     selector = node_selector(node) if node else {}
     async with open_cri_runtime(endpoint, request_timeout=30) as rt:
         for sandbox in await rt.list_pod_sandbox(pb.PodSandboxFilter(label_selector=selector)):
-            await rt.stop_pod_sandbox(sandbox.id)
-            await rt.remove_pod_sandbox(sandbox.id)
+            # containerd answers "ttrpc: closed" while it notices that a sandbox's shim went away under
+            # load; asking again a moment later stops it
+            for attempt in range(REMOVE_ATTEMPTS):
+                try:
+                    await rt.stop_pod_sandbox(sandbox.id)
+                    await rt.remove_pod_sandbox(sandbox.id)
+                    break
+                except CriError:
+                    if attempt == REMOVE_ATTEMPTS - 1:
+                        raise
+                    await trio.sleep(0.5 * 2**attempt)
 
 
 async def running_containers(endpoint: str, node: str) -> list[pb.Container]:
