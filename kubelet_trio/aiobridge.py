@@ -62,29 +62,42 @@ class AsyncioThread:
         asyncio task and returns once that task has finished (at most :data:`CANCEL_WAIT` later), so no
         call outlives its caller."""
         finished = trio.Event()
+        tasks: list[asyncio.Task[T]] = []
+        abandoned = False
 
-        def wake(task: asyncio.Task[T]) -> None:
-            if not task.cancelled():
-                task.exception()  # marks it retrieved: a cancelled caller no longer wants the outcome
+        def wake(_: object = None) -> None:
             with contextlib.suppress(trio.RunFinishedError):
                 self._token.run_sync_soon(finished.set)
 
         async def run() -> T:
-            task = asyncio.current_task()
-            assert task is not None
-            task.add_done_callback(wake)  # called once the task is done, not merely finishing
             return await fn(*args, **kwargs)
 
-        future = asyncio.run_coroutine_threadsafe(run(), self.loop)
+        def start() -> None:  # on the loop's thread
+            if abandoned:  # cancelled before it started
+                wake()
+                return
+            task = self.loop.create_task(run())
+            task.add_done_callback(wake)  # called once the task is done, not merely finishing
+            tasks.append(task)
+
+        def cancel() -> None:  # on the loop's thread, after start()
+            for task in tasks:
+                task.cancel()
+
+        self.loop.call_soon_threadsafe(start)
         try:
             await finished.wait()
         except BaseException:
-            future.cancel()  # cancels the asyncio task (run_coroutine_threadsafe links them)
+            abandoned = True
+            self.loop.call_soon_threadsafe(cancel)
             with trio.move_on_after(CANCEL_WAIT) as scope:
                 scope.shield = True
                 await finished.wait()
+            for task in tasks:
+                if task.done() and not task.cancelled():
+                    task.exception()  # retrieved: a cancelled caller no longer wants the outcome
             raise
-        return future.result()
+        return tasks[0].result()
 
     async def run_sync(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` on the loop's thread, from Trio."""
