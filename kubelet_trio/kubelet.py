@@ -809,8 +809,7 @@ class Kubelet:
     def _still_running(self, uid: str) -> bool:
         """The pod cache, which a worker refreshes right after killing a pod, still shows it running (the
         PLEG's listing may predate the kill by a relist)."""
-        cached = self.cache.get(uid)
-        return bool(cached.running_containers) or any(s.ready for s in cached.sandbox_statuses)
+        return self.cache.get(uid).could_be_running
 
     async def handle_pod_cleanups(self) -> None:
         """Housekeeping (Go HandlePodCleanups): kill orphans, restart forgotten pods, collect garbage."""

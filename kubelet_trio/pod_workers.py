@@ -295,8 +295,7 @@ class PodWorkers:
         return status.terminated_at is None
 
     def _could_be_running(self, uid: str) -> bool:
-        cached = self.cache.get(uid)
-        return bool(cached.running_containers) or any(s.ready for s in cached.sandbox_statuses)
+        return self.cache.get(uid).could_be_running
 
     # -- the worker ---------------------------------------------------------------------------------
 

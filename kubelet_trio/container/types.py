@@ -83,6 +83,13 @@ class PodStatus:
     def running_containers(self) -> list[ContainerStatus]:
         return [c for c in self.container_statuses if c.state is ContainerState.RUNNING]
 
+    @property
+    def could_be_running(self) -> bool:
+        """A container runs or a sandbox is ready: the pod still holds something to stop."""
+        return any(c.state is ContainerState.RUNNING for c in self.container_statuses) or any(
+            s.ready for s in self.sandbox_statuses
+        )
+
 
 @attrs.frozen
 class RuntimeContainer:

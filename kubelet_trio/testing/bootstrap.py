@@ -21,6 +21,7 @@ import attrs
 import httpx
 import yaml
 
+from kubelet_trio.api.timefmt import rfc3339
 from kubelet_trio.testing.envtest import DEFAULT_ASSETS, EnvtestCluster, assets, start_envtest
 
 __all__ = [
@@ -130,7 +131,7 @@ def _apply(client: httpx.Client, path: str, body: dict[str, object]) -> None:
 
 def _create_token(client: httpx.Client) -> str:
     token_id, secret = secrets.token_hex(3), secrets.token_hex(8)
-    expires = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    expires = rfc3339(dt.datetime.now(dt.UTC) + dt.timedelta(hours=2))
     _apply(
         client,
         "/api/v1/namespaces/kube-system/secrets",

@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from kubelet_trio.api.timefmt import rfc3339
 from kubelet_trio.testing.fakeapi.store import FakeApiError, FakeStore, Obj
 
 __all__ = [
@@ -119,7 +120,7 @@ class CsrSigner:
         return self.ca.public_bytes(serialization.Encoding.PEM)
 
     def _condition(self, kind: str, reason: str, message: str) -> Obj:
-        stamp = self.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = rfc3339(self.now())
         return {
             "type": kind,
             "status": "True",

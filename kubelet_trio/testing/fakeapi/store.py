@@ -32,6 +32,7 @@ import trio
 import trio_util
 
 from kubelet_trio.api import Pod, default_pod
+from kubelet_trio.api.timefmt import rfc3339
 from kubelet_trio.testing.fakeapi.ephemeral import (
     EphemeralContainersInvalid,
     check_create,
@@ -214,10 +215,6 @@ class Watcher:
         if kind is not None:
             with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
                 self.send.send_nowait((kind, copy.deepcopy(change.obj)))
-
-
-def rfc3339(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @attrs.define(eq=False)

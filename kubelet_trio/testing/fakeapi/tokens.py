@@ -17,7 +17,8 @@ from typing import Any
 
 import attrs
 
-from kubelet_trio.testing.fakeapi.store import FakeApiError, FakeStore, Obj, rfc3339
+from kubelet_trio.api.timefmt import rfc3339
+from kubelet_trio.testing.fakeapi.store import FakeApiError, FakeStore, Obj
 
 __all__ = ["API_AUDIENCE", "FAKE_CA_PEM", "KUBE_ROOT_CA", "TokenIssuer", "decode_token", "seed_namespace"]
 
