@@ -620,8 +620,8 @@ class KubeletOptions:
         None,
         _string,
         "",
-        "the sandbox (pause) image, never garbage collected; the CRI runtime's own setting decides which"
-        " image sandboxes use",
+        "the sandbox (pause) image, never garbage collected; with --container-runtime managed it is the"
+        " managed containerd's sandbox image, else the CRI runtime's own setting decides",
         G_RUNTIME,
         "IMAGE",
     )
