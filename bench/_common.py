@@ -6,13 +6,16 @@ the script's own directory.
 
 from __future__ import annotations
 
+import collections
 import os
 import secrets
+import shutil
 import signal
 import statistics
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +159,74 @@ def log_tail(path: Path, chars: int = 3000) -> str:
         return path.read_text(errors="replace")[-chars:]
     except OSError:
         return ""
+
+
+# -- profile ---------------------------------------------------------------------------------------------
+
+
+def _function(frame: str) -> str:
+    """``name (file.py:123)`` → ``name (file.py)``: one entry per function, whatever the line."""
+    name, sep, where = frame.partition(" (")
+    return f"{name} ({where.rsplit(':', 1)[0]})" if sep else frame
+
+
+def summarize_raw_profile(path: Path, top: int = 15) -> dict[str, Any]:
+    """From py-spy's collapsed stacks (sampled with ``--gil``: on-CPU Python only): the functions with the
+    most samples at the top of the stack (self) and anywhere on it (inclusive), as % of all samples."""
+    own: collections.Counter[str] = collections.Counter()
+    inclusive: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        total += count
+        frames = [_function(f) for f in stack.split(";") if f]
+        if frames:
+            own[frames[-1]] += count
+        for frame in set(frames):
+            inclusive[frame] += count
+
+    def pct(c: int) -> float:
+        return round(100 * c / total, 1) if total else 0.0
+
+    return {
+        "samples": total,
+        "self_top": [{"function": f, "percent": pct(c)} for f, c in own.most_common(top)],
+        "inclusive_top": [{"function": f, "percent": pct(c)} for f, c in inclusive.most_common(top * 3)],
+    }
+
+
+@contextmanager
+def py_spy_record(pid: int, out: Path) -> Iterator[str | None]:
+    """Sample process ``pid`` with ``py-spy record`` (raw collapsed stacks, on-CPU Python only) into ``out``
+    while the block runs. Yields None, or why there is no profile (then the block should not bother)."""
+    py_spy = shutil.which("py-spy")
+    if py_spy is None:
+        yield "py-spy not installed (pip install py-spy)"
+        return
+    log = out.with_suffix(".log")
+    with log.open("wb") as err:
+        spy = subprocess.Popen(
+            [
+                *(py_spy, "record", "--gil", "--format", "raw", "--rate", "100"),
+                "-o",
+                str(out),
+                "--pid",
+                str(pid),
+            ],
+            stdout=err,
+            stderr=err,
+        )
+    try:
+        time.sleep(1.0)  # py-spy attaches
+        yield None
+    finally:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its output and exits
+        try:
+            spy.wait(30)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+    if not out.exists():
+        raise RuntimeError(f"py-spy wrote nothing: {log_tail(log, 800)}")

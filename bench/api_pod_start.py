@@ -32,12 +32,10 @@ Needs root, containerd, runc and busybox (as the containerd test tier does).
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import os
 import platform
 import secrets
-import shutil
 import statistics
 import subprocess
 import sys
@@ -58,8 +56,10 @@ from _common import (
     log_tail,
     measure_process,
     medians,
+    py_spy_record,
     ratio,
     stop_process,
+    summarize_raw_profile,
     unmount_under,
 )
 
@@ -407,75 +407,13 @@ def steady_state(plane: ControlPlane, node: str, image: str, pid: int, seconds: 
 # -- profile ---------------------------------------------------------------------------------------------
 
 
-def _function(frame: str) -> str:
-    """``name (file.py:123)`` → ``name (file.py)``: one entry per function, whatever the line."""
-    name, sep, where = frame.partition(" (")
-    return f"{name} ({where.rsplit(':', 1)[0]})" if sep else frame
-
-
-def summarize_raw_profile(path: Path, top: int = 15) -> dict[str, Any]:
-    """From py-spy's collapsed stacks (sampled with ``--gil``: on-CPU Python only): the functions with the
-    most samples at the top of the stack (self) and anywhere on it (inclusive), as % of all samples."""
-    own: collections.Counter[str] = collections.Counter()
-    inclusive: collections.Counter[str] = collections.Counter()
-    total = 0
-    for line in path.read_text(errors="replace").splitlines():
-        stack, _, count_text = line.rpartition(" ")
-        if not stack or not count_text.isdigit():
-            continue
-        count = int(count_text)
-        total += count
-        frames = [_function(f) for f in stack.split(";") if f]
-        if frames:
-            own[frames[-1]] += count
-        for frame in set(frames):
-            inclusive[frame] += count
-
-    def pct(c: int) -> float:
-        return round(100 * c / total, 1) if total else 0.0
-
-    return {
-        "samples": total,
-        "self_top": [{"function": f, "percent": pct(c)} for f, c in own.most_common(top)],
-        "inclusive_top": [{"function": f, "percent": pct(c)} for f, c in inclusive.most_common(top * 3)],
-    }
-
-
 def profiled_run(kubeconfig: Path, image: str, pid: int, out: Path, n: int) -> dict[str, Any]:
     """One untimed N-pod run of kubelet-trio under ``py-spy record`` (raw collapsed stacks)."""
-    py_spy = shutil.which("py-spy")
-    if py_spy is None:
-        return {"skipped": "py-spy not installed (pip install py-spy)"}
-    log = out.with_suffix(".log")
-    with log.open("wb") as err:
-        spy = subprocess.Popen(
-            [
-                py_spy,
-                "record",
-                "--gil",
-                "--format",
-                "raw",
-                "--rate",
-                "100",
-                "-o",
-                str(out),
-                "--pid",
-                str(pid),
-            ],
-            stdout=err,
-            stderr=err,
-        )
-    try:
-        time.sleep(1.0)  # py-spy attaches
-        timing = trio.run(api_run, kubeconfig, TRIO_NODE, image, n)
-    finally:
-        spy.send_signal(2)  # SIGINT: py-spy writes its output and exits
-        try:
-            spy.wait(30)
-        except subprocess.TimeoutExpired:
-            spy.kill()
-    if not out.exists():
-        return {"skipped": f"py-spy wrote nothing: {log_tail(log, 800)}"}
+    with py_spy_record(pid, out) as problem:
+        if problem is None:
+            timing = trio.run(api_run, kubeconfig, TRIO_NODE, image, n)
+    if problem is not None:
+        return {"skipped": problem}
     return {"pods": n, "timing": timing, "raw": str(out), **summarize_raw_profile(out)}
 
 

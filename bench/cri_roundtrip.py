@@ -29,6 +29,7 @@ import trio
 
 from kubelet_trio.aiobridge import AsyncioThread
 from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.cri.gen.runtime.v1 import services
 from kubelet_trio.cri.remote import CriRuntime, open_cri_runtime
 from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.sim.runtime import SimRuntime
@@ -109,7 +110,7 @@ def via_runtime(rt: CriRuntime) -> StartOne:
     return start
 
 
-def via_raw_stubs(stub: pb.RuntimeServiceStub, bridge: AsyncioThread) -> StartOne:
+def via_raw_stubs(stub: services.RuntimeServiceStub, bridge: AsyncioThread) -> StartOne:
     def call(fn: Any) -> Any:
         return functools.partial(bridge.call, fn)
 
@@ -141,7 +142,7 @@ async def start_benchmark(endpoint: str, image: str, rounds: int, log_dir: str) 
     async with open_cri_runtime(endpoint) as rt:
         raw_channel = await rt.bridge.run_sync(Channel, path=endpoint.removeprefix("unix://"))
         try:
-            raw = via_raw_stubs(pb.RuntimeServiceStub(raw_channel), rt.bridge)
+            raw = via_raw_stubs(services.RuntimeServiceStub(raw_channel), rt.bridge)
             ours = via_runtime(rt)
             await rt.pull_image(pb.ImageSpec(image=image))
             await start_pods(raw, 2, image, log_dir)  # warm both paths up

@@ -1,16 +1,22 @@
 """How big an idle kubelet-trio process is, and what it loads. Prints JSON.
 
-- Idle RSS of ``python -m kubelet_trio`` as a daemon with no pods: standalone (an empty manifest
-  directory on the simulated runtime, ``--runtime sim``), with every HTTP server off and with only /healthz,
-  and in API mode (``--kubeconfig``: the envtest kube-apiserver when its binaries are here, else the fake
-  API server; simulated runtime). RSS is sampled once a second over ``--seconds`` after the daemon has
-  settled (``--settle`` seconds after start, or after its node is Ready); its peak is reported, with
-  RssAnon/RssFile and the number of modules the daemon imported (``-X importtime``) by top-level package.
+- Idle RSS of ``python -m kubelet_trio`` as a daemon with no pods (an empty manifest directory), in the
+  configurations that load different stacks: every HTTP server off (``--healthz-port 0 --port 0
+  --read-only-port 0``), only ``/healthz``, and the default servers (``/healthz`` and the Kubelet API over
+  TLS, on free ports); each on the simulated runtime (``--runtime sim``) and on containerd
+  (``--container-runtime managed``: the daemon starts a containerd of its own, whose process is not
+  counted; skipped without root or a ``containerd`` binary, or with ``--skip-containerd``); and in API
+  mode (``--kubeconfig``: the envtest kube-apiserver when its binaries are here, else the fake API
+  server; simulated runtime) with the servers off and with the default ones. RSS is sampled once a second
+  over ``--seconds`` after the daemon has settled (``--settle`` seconds after start, or after its node is
+  Ready); its peak is reported, with RssAnon/RssFile and the number of modules the daemon imported
+  (``-X importtime``) by top-level package.
 - The interpreter's floor for comparison: ``python -c pass`` and ``import kubelet_trio.cmd.kubelet``.
 - Import time of ``kubelet_trio.cmd.kubelet``: the top modules by cumulative and by self time
   (``python -X importtime``, best of ``--import-runs``).
 
 Usage: python bench/footprint.py [--settle 8] [--seconds 5] [--import-runs 3] [--api {auto,envtest,fake}]
+       [--skip-containerd]
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import collections
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _common import log_tail, stop_process
+from _common import log_tail, stop_process, unmount_under
 
 from kubelet_trio.testing.envtest import assets, start_envtest
 from kubelet_trio.testing.registry import free_port
@@ -227,35 +234,50 @@ def api_server(kind: str, workdir: Path) -> Iterator[tuple[str, Path, httpx.Clie
         stop_process(proc)
 
 
-def api_idle(kind: str, workdir: Path, settle: float, seconds: float) -> dict[str, Any]:
-    node = "footprint-api"
-    with api_server(kind, workdir) as (label, kubeconfig, client):
-        args = [
-            "--kubeconfig", str(kubeconfig),
-            "--runtime", "sim",
-            "--hostname-override", node,
-            "--root-dir", str(workdir / "api-root"),
-            "--pod-logs-dir", str(workdir / "api-logs"),
-            "--port", str(free_port()),
-            "--healthz-port", "0",
-            "--fail-swap-on=false",
-        ]  # fmt: skip
-        with daemon(args, workdir, "api") as (proc, log):
-            t0 = time.monotonic()
-            while not node_ready(client, node):
-                if proc.poll() is not None or time.monotonic() - t0 > READY_TIMEOUT:
-                    return {"error": f"node not Ready (exit {proc.poll()}): {log_tail(log)}"}
-                time.sleep(0.2)
-            ready_s = round(time.monotonic() - t0, 2)
-            time.sleep(settle)
-            out = sample_rss(proc.pid, seconds)
-        return {
-            "api_server": label,
-            "node_ready_s": ready_s,
-            "args": " ".join(args),
-            **out,
-            **imported_packages(log),
-        }
+def api_idle(
+    label: str,
+    kubeconfig: Path,
+    client: httpx.Client,
+    servers: list[str],
+    workdir: Path,
+    name: str,
+    settle: float,
+    seconds: float,
+) -> dict[str, Any]:
+    node = "footprint-" + name.replace("_", "-")  # a DNS-1123 name
+    args = [
+        "--kubeconfig", str(kubeconfig),
+        "--runtime", "sim",
+        "--hostname-override", node,
+        "--root-dir", str(workdir / f"{name}-root"),
+        "--pod-logs-dir", str(workdir / f"{name}-logs"),
+        "--fail-swap-on=false",
+        *servers,
+    ]  # fmt: skip
+    with daemon(args, workdir, name) as (proc, log):
+        t0 = time.monotonic()
+        while not node_ready(client, node):
+            if proc.poll() is not None or time.monotonic() - t0 > READY_TIMEOUT:
+                return {"error": f"node not Ready (exit {proc.poll()}): {log_tail(log)}"}
+            time.sleep(0.2)
+        ready_s = round(time.monotonic() - t0, 2)
+        time.sleep(settle)
+        out = sample_rss(proc.pid, seconds)
+    return {
+        "api_server": label,
+        "node_ready_s": ready_s,
+        "args": " ".join(args),
+        **out,
+        **imported_packages(log),
+    }
+
+
+def containerd_skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (the managed containerd)"
+    if shutil.which("containerd") is None:
+        return "no containerd binary on PATH"
+    return None
 
 
 def main() -> int:
@@ -266,6 +288,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds of RSS sampling")
     parser.add_argument("--import-runs", type=int, default=3)
     parser.add_argument("--api", choices=("auto", "envtest", "fake"), default="auto")
+    parser.add_argument("--skip-containerd", action="store_true", help="no managed-containerd runs")
     args = parser.parse_args()
     out: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
@@ -291,29 +314,67 @@ def main() -> int:
         for name, info in outside.items()
     }
     out["outside_package_rss_mb"] = package_rss(outside, out["interpreter"]["python_c_pass_rss_mb"])
+    off = ["--healthz-port", "0", "--port", "0", "--read-only-port", "0"]
+
+    def servers() -> dict[str, list[str]]:
+        """The server configurations (fresh free ports for each run)."""
+        return {
+            "servers_off": off,
+            "healthz_only": [*off, "--healthz-port", str(free_port())],
+            # the defaults (read-only port off), on free ports: /healthz and the Kubelet API over TLS
+            "default_servers": [
+                "--healthz-port", str(free_port()), "--port", str(free_port()), "--read-only-port", "0",
+            ],
+        }  # fmt: skip
+
     with tempfile.TemporaryDirectory(prefix="kubelet-trio-footprint-") as tmp:
         workdir = Path(tmp)
         manifests = workdir / "manifests"
         manifests.mkdir()
-        base = [
-            "--runtime", "sim",
-            "--pod-manifest-path", str(manifests),
-            "--root-dir", str(workdir / "root"),
-            "--pod-logs-dir", str(workdir / "logs"),
-            "--fail-swap-on=false",
-        ]  # fmt: skip
-        off = ["--healthz-port", "0", "--port", "0", "--read-only-port", "0"]
+
+        def base(name: str) -> list[str]:
+            return [
+                "--pod-manifest-path", str(manifests),
+                "--root-dir", str(workdir / f"{name}-root"),
+                "--pod-logs-dir", str(workdir / f"{name}-logs"),
+                "--fail-swap-on=false",
+            ]  # fmt: skip
+
         out["standalone_idle"] = {
-            "servers_off": idle([*base, *off], workdir, "standalone-off", args.settle, args.seconds),
-            "healthz_only": idle(
-                [*base, *off, "--healthz-port", str(free_port())],
+            config: idle(
+                [*base(f"sim-{config}"), "--runtime", "sim", *flags],
                 workdir,
-                "standalone-healthz",
+                f"sim-{config}",
                 args.settle,
                 args.seconds,
-            ),
+            )
+            for config, flags in servers().items()
         }
-        out["api_mode_idle"] = api_idle(args.api, workdir, args.settle, args.seconds)
+        skip = "--skip-containerd" if args.skip_containerd else containerd_skip_reason()
+        if skip:
+            out["containerd_idle"] = {"skipped": skip}
+        else:
+            out["containerd_idle"] = {}
+            for config in ("servers_off", "default_servers"):
+                name = f"containerd-{config}"
+                try:
+                    out["containerd_idle"][config] = idle(
+                        [*base(name), "--container-runtime", "managed", *servers()[config]],
+                        workdir,
+                        name,
+                        args.settle,
+                        args.seconds,
+                    )
+                finally:
+                    unmount_under(workdir / f"{name}-root")
+        with api_server(args.api, workdir) as (label, kubeconfig, client):
+            out["api_mode_idle"] = {
+                config: api_idle(
+                    label, kubeconfig, client, servers()[config], workdir, f"api-{config}", args.settle,
+                    args.seconds,
+                )
+                for config in ("servers_off", "default_servers")
+            }  # fmt: skip
     print(json.dumps(out, indent=2))
     return 0
 

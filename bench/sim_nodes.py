@@ -11,13 +11,18 @@
   time from the first create until a pod watch has seen every pod Running with Ready=True;
 - loaded: CPU and RSS again with all those pods running (their probes too).
 
+With ``--profile PREFIX``, the sim-nodes process is sampled by py-spy during the start and the loaded
+window (raw collapsed stacks in PREFIX-start.txt and PREFIX-loaded.txt; the top functions in the JSON).
+
 Usage: python bench/sim_nodes.py [--nodes 100] [--pods-per-node 100] [--idle-seconds 30] [--kube-api-qps 0]
+       [--profile /tmp/sim-nodes]
 Run it on an otherwise quiet machine; the JSON carries the load average before and after.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -26,10 +31,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import trio
+from _common import py_spy_record, summarize_raw_profile
 
 from kubelet_trio.client import ApiClient, ApiClientError, load_kubeconfig, open_api_client
 from kubelet_trio.testing.envtest import EnvtestCluster, assets, start_envtest
@@ -212,6 +219,52 @@ async def timeline(client: ApiClient) -> dict[str, dict[str, float]]:
     return out
 
 
+def _sample(line: str) -> tuple[str, dict[str, str], float]:
+    """``name{k="v",...} value`` → (name, labels, value)."""
+    name, _, rest = line.partition("{")
+    inside, _, value = rest.rpartition("}")
+    labels = dict(part.split("=", 1) for part in inside.split(",") if "=" in part)
+    return name, {k: v.strip('"') for k, v in labels.items()}, float(value)
+
+
+async def pod_requests(client: ApiClient) -> dict[str, tuple[int, float]]:
+    """The API server's own count of pod requests so far (``apiserver_request_total``) and the seconds it
+    spent on them (``apiserver_request_duration_seconds_sum``), by verb, subresource and code: what each
+    pod cost in requests, whoever sent them. Empty for the fake."""
+    response = await client.http.get("/metrics", headers=client._headers(None))
+    if response.status_code != 200:
+        return {}
+    counts: dict[str, tuple[int, float]] = {}
+    for line in response.text.splitlines():
+        if 'resource="pods"' not in line or not line.startswith(
+            ("apiserver_request_total{", "apiserver_request_duration_seconds_sum{")
+        ):
+            continue
+        name, labels, value = _sample(line)
+        key = " ".join(x for x in (labels.get("verb"), labels.get("subresource")) if x)
+        count, seconds = counts.get(key, (0, 0.0))
+        if name == "apiserver_request_total":
+            counts[key] = (count + int(value), seconds)
+        else:
+            counts[key] = (count, seconds + value)
+    return counts
+
+
+def request_delta(
+    before: dict[str, tuple[int, float]], after: dict[str, tuple[int, float]]
+) -> dict[str, dict[str, float]]:
+    """Requests per verb between two samples, with the API server's mean time per request (ms)."""
+    out = {}
+    for key, (count, seconds) in sorted(after.items()):
+        count0, seconds0 = before.get(key, (0, 0.0))
+        if count > count0:
+            out[key] = {
+                "requests": count - count0,
+                "mean_ms": round(1000 * (seconds - seconds0) / (count - count0), 1),
+            }
+    return out
+
+
 async def run_api(
     kubeconfig: Path, nodes: list[str], per_node: int, limit: float
 ) -> tuple[float, dict[str, Any]]:
@@ -220,7 +273,23 @@ async def run_api(
         registered = await wait_nodes_ready(client, set(nodes), 300)
         if per_node == 0:
             return registered, {}
-        return registered, await start_pods(client, nodes, per_node, limit)
+        before = await pod_requests(client)
+        result = await start_pods(client, nodes, per_node, limit)
+        after = await pod_requests(client)
+        result["pod_requests"] = request_delta(before, after)
+        return registered, result
+
+
+@contextlib.contextmanager
+def profiled(pid: int, prefix: Path | None, phase: str, result: dict[str, Any]) -> Iterator[None]:
+    """Sample ``pid`` with py-spy while the block runs (when ``prefix`` is given) into the result."""
+    if prefix is None:
+        yield
+        return
+    out = prefix.with_name(f"{prefix.name}-{phase}.txt")
+    with py_spy_record(pid, out) as problem:
+        yield
+    result.setdefault("profile", {})[phase] = {"skipped": problem} if problem else summarize_raw_profile(out)
 
 
 def start_fake(work: Path) -> tuple[subprocess.Popen[str], Path]:
@@ -243,7 +312,13 @@ def main() -> None:
     parser.add_argument("--pods-per-node", type=int, default=100)
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     parser.add_argument("--kube-api-qps", default="0", help="sim-nodes' shared limit (0: none)")
+    parser.add_argument(
+        "--event-qps", default=None, help="sim-nodes' shared event limit (default: sim-nodes' own default)"
+    )
     parser.add_argument("--limit", type=float, default=600.0, help="give up on the start after this long")
+    parser.add_argument(
+        "--profile", type=Path, default=None, help="py-spy raw output: PREFIX-start.txt, PREFIX-loaded.txt"
+    )
     parser.add_argument(
         "--fake", action="store_true", help="use the fake API server even with envtest present"
     )
@@ -266,12 +341,19 @@ def main() -> None:
     else:
         fake, kubeconfig = start_fake(work)
         apiserver_pids, label = [fake.pid], "fake"
-    result: dict[str, Any] = {"apiserver": label, "nodes": args.nodes, "cores": os.cpu_count()}
+    result: dict[str, Any] = {
+        "apiserver": label,
+        "nodes": args.nodes,
+        "cores": os.cpu_count(),
+        "kube_api_qps": args.kube_api_qps,
+        "event_qps": args.event_qps or "default",
+    }
     log = (work / "sim-nodes.log").open("wb")
     sim = subprocess.Popen(
         [
             *(sys.executable, "-m", "kubelet_trio", "sim-nodes", "--kubeconfig", str(kubeconfig)),
             *("--nodes", str(args.nodes), "--kube-api-qps", args.kube_api_qps),
+            *(("--event-qps", args.event_qps) if args.event_qps is not None else ()),
         ],
         stdout=subprocess.PIPE,
         stderr=log,
@@ -289,10 +371,12 @@ def main() -> None:
         groups = {"sim_nodes": [sim.pid], "apiserver": apiserver_pids}
         result["idle"] = sample(groups, args.idle_seconds)
         since, t1 = usage(groups), time.monotonic()
-        _, start = trio.run(run_api, kubeconfig, names, args.pods_per_node, args.limit)
+        with profiled(sim.pid, args.profile, "start", result):
+            _, start = trio.run(run_api, kubeconfig, names, args.pods_per_node, args.limit)
         result["start"] = {**start, "usage": measure(groups, since, t1)}
         time.sleep(5)
-        result["loaded"] = sample(groups, args.idle_seconds)
+        with profiled(sim.pid, args.profile, "loaded", result):
+            result["loaded"] = sample(groups, args.idle_seconds)
     finally:
         sim.send_signal(signal.SIGTERM)
         try:

@@ -20,34 +20,28 @@ from __future__ import annotations
 import contextlib
 import random
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from kubelet_trio import defaults, version
-from kubelet_trio.api import Pod
-from kubelet_trio.apiobjects import ApiObjectStore, WatchingObjectStore
-from kubelet_trio.client import (
-    DEFAULT_BURST,
-    DEFAULT_QPS,
-    ApiClient,
-    KubeConfigError,
-    load_kubeconfig,
-    open_api_client,
-)
-from kubelet_trio.client.reflector import ObjectReflector
-from kubelet_trio.config.apiserver import ApiserverSource
-from kubelet_trio.config.podconfig import PodConfig
-from kubelet_trio.config.types import API_SOURCE
-from kubelet_trio.events import EventRecorder
-from kubelet_trio.kubelet import Kubelet, KubeletExtension
-from kubelet_trio.lifecycle.predicate import NodeView, PredicateAdmitHandler
-from kubelet_trio.nodelease import NodeLeaseController
-from kubelet_trio.nodestatus import DEFAULT_EVICTION_HARD, MachineInfo, NodeStatusConfig, NodeStatusManager
-from kubelet_trio.pod.mirror import MirrorPodManager
-from kubelet_trio.runtimeclass import RuntimeClassManager
-from kubelet_trio.status.sync import StatusPublisher
-from kubelet_trio.token import TokenManager
+
+if TYPE_CHECKING:  # the components themselves are imported by the functions that build them
+    from kubelet_trio.api import Pod
+    from kubelet_trio.apiobjects import ApiObjectStore, WatchingObjectStore
+    from kubelet_trio.client import ApiClient, TokenBucket
+    from kubelet_trio.client.reflector import ObjectReflector
+    from kubelet_trio.config.apiserver import ApiserverSource
+    from kubelet_trio.config.podconfig import PodConfig
+    from kubelet_trio.events import EventRecorder
+    from kubelet_trio.kubelet import Kubelet, KubeletExtension
+    from kubelet_trio.lifecycle.predicate import NodeView, PredicateAdmitHandler
+    from kubelet_trio.nodelease import NodeLeaseController
+    from kubelet_trio.nodestatus import MachineInfo, NodeStatusManager
+    from kubelet_trio.pod.mirror import MirrorPodManager
+    from kubelet_trio.runtimeclass import RuntimeClassManager
+    from kubelet_trio.status.sync import StatusPublisher
+    from kubelet_trio.token import TokenManager
 
 __all__ = [
     "KUBELET_VERSION",
@@ -75,11 +69,16 @@ class ApiModeOptions:
     kubelet_port: int = defaults.PORT
     kube_reserved: Mapping[str, str] = attrs.Factory(dict)
     system_reserved: Mapping[str, str] = attrs.Factory(dict)
-    eviction_hard: Mapping[str, str] = DEFAULT_EVICTION_HARD
+    eviction_hard: Mapping[str, str] = defaults.EVICTION_HARD
     node_status_update_frequency: float = defaults.NODE_STATUS_UPDATE_FREQUENCY
     node_status_report_frequency: float = defaults.NODE_STATUS_REPORT_FREQUENCY
     node_lease_duration_seconds: int = defaults.NODE_LEASE_DURATION_SECONDS
     status_sync_period: float = 10.0
+    event_record_qps: float = defaults.EVENT_RECORD_QPS
+    event_burst: int = defaults.EVENT_BURST
+    #: One event rate limit shared by several nodes (sim-nodes); None: a limit of this node's own from
+    #: event_record_qps and event_burst.
+    event_limiter: TokenBucket | None = None
     mirror_pod_period: float = 2.0
     # configMapAndSecretChangeDetectionStrategy: Watch, Cache (TTL: the Node's node.alpha.kubernetes.io/ttl
     # annotation, else object_cache_ttl, else the sync frequency) or Get
@@ -105,6 +104,9 @@ class ApiMode:
 
     def extension(self) -> KubeletExtension:
         """What the Kubelet plugs in: the components in start order and the API-backed collaborators."""
+        from kubelet_trio.apiobjects import WatchingObjectStore
+        from kubelet_trio.kubelet import KubeletExtension
+
         components: list[Any] = [
             self.recorder,
             self.node_status,
@@ -134,6 +136,9 @@ def api_pod_source(
     client: ApiClient, pod_config: PodConfig, node_name: str, *, rng: random.Random | None = None
 ) -> ApiserverSource:
     """The ``api`` pod source (``pod_config`` must list ``"api"`` among its sources)."""
+    from kubelet_trio.config.apiserver import ApiserverSource
+    from kubelet_trio.config.types import API_SOURCE
+
     return ApiserverSource(
         client, node_name, pod_config.source_channel(API_SOURCE), rng=rng or random.Random()
     )
@@ -161,9 +166,23 @@ def build_api_mode(
 ) -> ApiMode:
     """The API-mode components for ``kubelet``, which is being built (it is only referenced here, never
     changed: :meth:`ApiMode.extension` is what the Kubelet's constructor plugs in)."""
+    from kubelet_trio.client import TokenBucket
+    from kubelet_trio.client.reflector import ObjectReflector
+    from kubelet_trio.events import EventRecorder
+    from kubelet_trio.lifecycle.predicate import NodeView, PredicateAdmitHandler
+    from kubelet_trio.nodelease import NodeLeaseController
+    from kubelet_trio.nodestatus import NodeStatusConfig, NodeStatusManager
+    from kubelet_trio.pod.mirror import MirrorPodManager
+    from kubelet_trio.runtimeclass import RuntimeClassManager
+    from kubelet_trio.status.sync import StatusPublisher
+    from kubelet_trio.token import TokenManager
+
     options = options or ApiModeOptions()
     node_name = kubelet.config.node_name
-    recorder = EventRecorder(client, node_name, kubelet.clock)
+    # Go gives events a client of their own (eventRecordQPS/eventBurst): a burst of events never makes
+    # status updates wait for the API client's tokens.
+    events_limiter = options.event_limiter or TokenBucket(options.event_record_qps, options.event_burst)
+    recorder = EventRecorder(attrs.evolve(client, limiter=events_limiter), node_name, kubelet.clock)
     node_status = NodeStatusManager(
         client,
         kubelet,
@@ -246,6 +265,8 @@ STRATEGIES = defaults.CHANGE_DETECTION_STRATEGIES
 def _object_store(
     client: ApiClient, options: ApiModeOptions, sync_frequency: float, node_status: NodeStatusManager
 ) -> ApiObjectStore | WatchingObjectStore:
+    from kubelet_trio.apiobjects import ApiObjectStore, WatchingObjectStore
+
     if options.object_strategy == "Watch":
         return WatchingObjectStore(client, idle_after=5 * sync_frequency)
     if options.object_strategy == "Get":
@@ -268,10 +289,12 @@ def _object_store(
 
 @contextlib.asynccontextmanager
 async def open_kubeconfig_client(
-    path: str, *, qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST
+    path: str, *, qps: float = defaults.KUBE_API_QPS, burst: int = defaults.KUBE_API_BURST
 ) -> AsyncIterator[ApiClient]:
     """The daemon's API client from ``--kubeconfig`` (an unreadable kubeconfig is a RuntimeError, which
     the CLI reports in one line)."""
+    from kubelet_trio.client import KubeConfigError, load_kubeconfig, open_api_client
+
     try:
         config = load_kubeconfig(path)
     except KubeConfigError as err:

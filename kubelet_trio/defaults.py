@@ -96,6 +96,8 @@ LOG_FLUSH_FREQUENCY = 5.0  # logging.flushFrequency 5s
 # -- API server mode ------------------------------------------------------------------------------------
 KUBE_API_QPS = 50.0  # kubeAPIQPS (1.27+; 5 before)
 KUBE_API_BURST = 100  # kubeAPIBurst (1.27+; 10 before)
+EVENT_RECORD_QPS = 50  # eventRecordQPS (0: no limit); events have a client and a rate limit of their own
+EVENT_BURST = 100  # eventBurst
 NODE_STATUS_UPDATE_FREQUENCY = 10.0  # nodeStatusUpdateFrequency 10s
 NODE_STATUS_REPORT_FREQUENCY = 300.0  # nodeStatusReportFrequency 5m
 NODE_LEASE_DURATION_SECONDS = 40  # nodeLeaseDurationSeconds

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
-from kubelet_trio.apimode import ApiMode, ApiModeOptions, api_pod_source, build_api_mode
-from kubelet_trio.client import ApiClient
+from kubelet_trio.apimode import ApiModeOptions
 from kubelet_trio.clock import WallClock
 from kubelet_trio.cm.allocatable import NodeAllocatable
 from kubelet_trio.config.podconfig import PodConfig
@@ -35,9 +35,12 @@ from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.images import ImageFsStatsProvider
 from kubelet_trio.kubelet import EventSink, Kubelet, KubeletConfig, KubeletExtension, PodSource
 from kubelet_trio.metrics import KubeletMetrics
-from kubelet_trio.server.serve import serve_kubelet_http
-from kubelet_trio.sim.runtime import SimRuntime
 from kubelet_trio.stats import HostSampler, read_host_sample
+
+if TYPE_CHECKING:
+    from kubelet_trio.apimode import ApiMode
+    from kubelet_trio.client import ApiClient
+    from kubelet_trio.server.host import HostInterface
 
 __all__ = ["KubeletDeps", "KubeletNode", "build_kubelet", "open_kubelet"]
 
@@ -91,6 +94,8 @@ def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
     built: list[ApiMode] = []
     client = deps.api_client
     if client is not None:
+        from kubelet_trio.apimode import api_pod_source, build_api_mode
+
         if client.metrics is None:
             client.metrics = deps.metrics  # rest_client_* on this node's /metrics
         api_source = api_pod_source(client, deps.pod_config, config.node_name)
@@ -114,13 +119,36 @@ def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
         metrics=deps.metrics,
         allocatable=deps.allocatable,
         eviction_signals=deps.eviction_signals
-        or (SimulatedSignals() if isinstance(deps.runtime, SimRuntime) else None),
+        or (SimulatedSignals() if _is_simulated(deps.runtime) else None),
         image_gc=deps.image_gc,
         image_fs=deps.image_fs,
-        serve_http=functools.partial(serve_kubelet_http, configz=deps.configz),
+        serve_http=functools.partial(_serve_http, configz=deps.configz),
         host_stats=deps.host_stats,
     )
     return KubeletNode(kubelet, built[0] if built else None)
+
+
+def _is_simulated(runtime: Runtime) -> bool:
+    """Is ``runtime`` a :class:`~kubelet_trio.sim.runtime.SimRuntime`? (Without importing the simulator
+    for a real runtime: a SimRuntime exists only once its module was imported.)"""
+    sim = sys.modules.get("kubelet_trio.sim.runtime")
+    return sim is not None and isinstance(runtime, sim.SimRuntime)
+
+
+async def _serve_http(
+    kubelet: HostInterface,
+    *,
+    configz: Mapping[str, Any] | None,
+    task_status: trio.TaskStatus[dict[str, str]],
+) -> None:
+    """:func:`kubelet_trio.server.serve.serve_kubelet_http`, imported only for a node that serves HTTP."""
+    config = kubelet.config
+    if not (config.healthz_port or config.read_only_port or config.port):
+        task_status.started({})  # every server off: what serve_kubelet_http reports, without its imports
+        return
+    from kubelet_trio.server.serve import serve_kubelet_http
+
+    await serve_kubelet_http(kubelet, configz=configz, task_status=task_status)
 
 
 @contextlib.asynccontextmanager

@@ -24,6 +24,9 @@ Durations are measured on Trio's clock, so they are exact under ``MockClock``.
   ``process_start_time_seconds``, fed by the probe workers
   (:class:`~kubelet_trio.prober.metrics.ProbeMetrics`).
 
+A node whose servers do not serve ``/metrics`` (``--port 0 --read-only-port 0``) builds
+``KubeletMetrics(enabled=False)``: every hook does nothing and prometheus-client is never imported.
+
 Exposition leaves out prometheus-client's ``*_created`` series, which the Go kubelet (client_golang's
 0.0.4 text format) never sends. They are dropped per registry at render time rather than with
 ``prometheus_client.disable_created_metrics()``, which would change every registry of an embedding
@@ -39,14 +42,14 @@ from typing import TYPE_CHECKING
 
 import attrs
 import trio
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
-from prometheus_client.metrics_core import Metric
 
 from kubelet_trio.config.types import CONFIG_FIRST_SEEN_ANNOTATION
 from kubelet_trio.container.types import ContainerState
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+    from prometheus_client.metrics_core import Metric
+
     from kubelet_trio.api import Pod
     from kubelet_trio.container.cache import PodCache
     from kubelet_trio.pod_workers import WorkType
@@ -57,7 +60,7 @@ __all__ = ["CONTENT_TYPE", "KubeletMetrics", "render_registry"]
 
 logger = logging.getLogger(__name__)
 
-CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # text/plain; version=0.0.4; charset=utf-8
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # prometheus_client's CONTENT_TYPE_PLAIN_0_0_4
 DEF_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 POD_START_BUCKETS = (
     0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800,
@@ -79,6 +82,8 @@ class _WithoutCreated:
     registry: CollectorRegistry
 
     def collect(self) -> Iterator[Metric]:
+        from prometheus_client.metrics_core import Metric
+
         for family in self.registry.collect():
             if family.type not in _CREATED_TYPES:
                 yield family
@@ -91,6 +96,8 @@ class _WithoutCreated:
 
 def render_registry(registry: CollectorRegistry) -> bytes:
     """The text exposition format 0.0.4 of ``registry``, without ``*_created`` series."""
+    from prometheus_client.exposition import generate_latest
+
     return generate_latest(_WithoutCreated(registry))
 
 
@@ -98,7 +105,7 @@ def render_registry(registry: CollectorRegistry) -> bytes:
 class _ProcessStartTime:
     """Only ``process_start_time_seconds`` (what Go registers next to the prober metrics)."""
 
-    process: ProcessCollector = attrs.Factory(lambda: ProcessCollector(registry=None))
+    process: ProcessCollector
 
     def collect(self) -> Iterator[Metric]:
         return (m for m in self.process.collect() if m.name == "process_start_time_seconds")
@@ -118,7 +125,10 @@ def _parse_seen(value: str | None) -> dt.datetime | None:
 
 @attrs.define(eq=False)
 class KubeletMetrics:
-    registry: CollectorRegistry = attrs.Factory(lambda: CollectorRegistry(auto_describe=True))
+    """The node's metrics; with ``enabled=False`` (nothing serves them) the hooks record nothing."""
+
+    enabled: bool = True
+    registry: CollectorRegistry = attrs.field(init=False)
     running_pods: Gauge = attrs.field(init=False)
     running_containers: Gauge = attrs.field(init=False)
     pod_start_duration: Histogram = attrs.field(init=False)
@@ -131,14 +141,18 @@ class KubeletMetrics:
     node_name: Gauge = attrs.field(init=False)
     rest_client_requests: Counter = attrs.field(init=False)
     rest_client_request_duration: Histogram = attrs.field(init=False)
-    probes_registry: CollectorRegistry = attrs.Factory(lambda: CollectorRegistry(auto_describe=True))
+    probes_registry: CollectorRegistry = attrs.field(init=False)
     prober_probes: Counter = attrs.field(init=False)
     prober_probe_duration: Histogram = attrs.field(init=False)
     _started_pods: set[str] = attrs.Factory(set)
     _first_seen: dict[str, float] = attrs.Factory(dict)
 
     def __attrs_post_init__(self) -> None:
-        r = self.registry
+        if not self.enabled:
+            return
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+
+        self.registry = r = CollectorRegistry(auto_describe=True)
         self.running_pods = Gauge(
             "kubelet_running_pods", "Number of pods that have a running pod sandbox", registry=r
         )
@@ -210,8 +224,8 @@ class KubeletMetrics:
             buckets=REST_CLIENT_BUCKETS,
             registry=r,
         )
-        p = self.probes_registry
-        p.register(_ProcessStartTime())
+        self.probes_registry = p = CollectorRegistry(auto_describe=True)
+        p.register(_ProcessStartTime(ProcessCollector(registry=None)))
         self.prober_probes = Counter(
             "prober_probe",
             "Cumulative number of a liveness, readiness or startup probe for a container by result.",
@@ -232,14 +246,20 @@ class KubeletMetrics:
 
     def set_node_name(self, name: str) -> None:
         """``kubelet_node_name{node=name} 1`` (set once when the node is built)."""
+        if not self.enabled:
+            return
         self.node_name.clear()
         self.node_name.labels(name).set(1)
 
     def request_result(self, code: str, method: str, host: str) -> None:
         """An API request attempt's answer (:class:`~kubelet_trio.client.metrics.RequestMetrics`)."""
+        if not self.enabled:
+            return
         self.rest_client_requests.labels(code, method, host).inc()
 
     def request_latency(self, verb: str, host: str, seconds: float) -> None:
+        if not self.enabled:
+            return
         self.rest_client_request_duration.labels(verb, host).observe(seconds)
 
     def observe_probe(
@@ -247,6 +267,8 @@ class KubeletMetrics:
     ) -> None:
         """One probe that gave a result (:class:`~kubelet_trio.prober.metrics.ProbeMetrics`); as Go, a
         failure's duration is not observed."""
+        if not self.enabled:
+            return
         probe_type = PROBE_TYPES[kind.value]
         name, namespace = pod.name, pod.namespace
         self.prober_probes.labels(
@@ -257,6 +279,8 @@ class KubeletMetrics:
 
     def forget_probe(self, kind: ProbeKind, pod: Pod, container: str) -> None:
         """A probe worker ended: its series go (Go deletes them, so gone pods leave no series)."""
+        if not self.enabled:
+            return
         probe_type = PROBE_TYPES[kind.value]
         for result in PROBE_RESULTS.values():
             self.prober_probes.remove(probe_type, result, container, pod.name, pod.namespace, pod.uid)
@@ -264,15 +288,21 @@ class KubeletMetrics:
 
     def observe_relist(self, duration: float, interval: float | None) -> None:
         """``GenericPLEG.on_relist``."""
+        if not self.enabled:
+            return
         self.pleg_relist_duration.observe(duration)
         if interval is not None:
             self.pleg_relist_interval.observe(interval)
 
     def observe_pod_worker(self, work_type: WorkType, duration: float) -> None:
         """``PodWorkers.on_sync_duration``."""
+        if not self.enabled:
+            return
         self.pod_worker_duration.labels(work_type.value).observe(duration)
 
     def observe_runtime_operation(self, operation: str, duration: float, error: bool) -> None:
+        if not self.enabled:
+            return
         self.runtime_operations.labels(operation).inc()
         self.runtime_operations_duration.labels(operation).observe(duration)
         if error:
@@ -282,6 +312,8 @@ class KubeletMetrics:
 
     def update_running(self, cache: PodCache) -> None:
         """Gauges from the pod cache: pods with a ready sandbox, containers by state."""
+        if not self.enabled:
+            return
         pods = 0
         states = dict.fromkeys(CONTAINER_STATES, 0)
         for uid in cache.uids():
@@ -296,16 +328,24 @@ class KubeletMetrics:
 
     def render(self) -> bytes:
         """``/metrics``: the text exposition format 0.0.4."""
+        self._check_enabled()
         return render_registry(self.registry)
 
     def render_probes(self) -> bytes:
         """``/metrics/probes``."""
+        self._check_enabled()
         return render_registry(self.probes_registry)
+
+    def _check_enabled(self) -> None:
+        if not self.enabled:
+            raise RuntimeError("metrics are off on this node (KubeletMetrics(enabled=False))")
 
     # -- pod start durations -----------------------------------------------------------------------
 
     def note_statuses(self, statuses: StatusManager, now_wall: dt.datetime) -> None:
         """Observe the start duration of every pod that has become Running since the last call."""
+        if not self.enabled:
+            return
         now = trio.current_time()
         current = set()
         for entry in statuses.all():
@@ -334,5 +374,7 @@ class KubeletMetrics:
     ) -> None:
         """Follow the status manager (a waitable version, no polling) until cancelled."""
         task_status.started()
+        if not self.enabled:
+            return
         async for _ in statuses.version.eventual_values():
             self.note_statuses(statuses, now_wall())

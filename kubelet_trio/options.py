@@ -868,6 +868,24 @@ class KubeletOptions:
         G_API,
         "N",
     )
+    event_qps: int = setting(
+        "--event-qps",
+        "eventRecordQPS",
+        _non_negative_int,
+        defaults.EVENT_RECORD_QPS,
+        "event creations per second (a rate limit of their own, apart from --kube-api-qps; 0: no limit)",
+        G_API,
+        "QPS",
+    )
+    event_burst: int = setting(
+        "--event-burst",
+        "eventBurst",
+        _positive_int,
+        defaults.EVENT_BURST,
+        "burst of the event rate limit",
+        G_API,
+        "N",
+    )
     register_node: bool = setting(
         "--register-node",
         "registerNode",
@@ -1655,6 +1673,8 @@ def component_configs(options: KubeletOptions) -> ComponentConfigs:
         node_status_report_frequency=options.node_status_report_frequency,
         node_lease_duration_seconds=options.node_lease_duration_seconds,
         object_strategy=options.config_map_and_secret_change_detection_strategy,
+        event_record_qps=options.event_qps,
+        event_burst=options.event_burst,
     )
     run_once = RunOnceSettings(
         wait=options.runonce_wait,

@@ -26,9 +26,9 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
-import httpx
 import trio
 import trio_util
 
@@ -51,6 +51,9 @@ from kubelet_trio.kuberuntime.logs_reader import tail_text
 from kubelet_trio.logs import kobj, kv
 from kubelet_trio.pod_workers import UpdatePodOptions, UpdateType
 from kubelet_trio.runonce_report import ContainerReport, PodReport, RunOnceReport, container_reports
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "LOG_TAIL_LINES",
@@ -90,6 +93,8 @@ async def fetch_manifest_url(
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> tuple[tuple[Pod, ...], tuple[ManifestError, ...]]:
     """The pods served at ``url`` right now (one fetch, as the HTTP source does it), or errors."""
+    import httpx  # only with --manifest-url
+
     pairs = [(key, value) for key, values in (headers or {}).items() for value in values]
     try:
         async with httpx.AsyncClient(transport=transport, timeout=None, follow_redirects=True) as client:

@@ -24,10 +24,9 @@ import logging
 import platform
 import random
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import httpx
 import trio
 
 from kubelet_trio.client.errors import ApiClientError, ApiUnavailable, error_from_response
@@ -36,6 +35,9 @@ from kubelet_trio.client.metrics import ERROR_CODE, RequestMetrics
 from kubelet_trio.client.ratelimit import DEFAULT_BURST, DEFAULT_QPS, TokenBucket
 from kubelet_trio.client.watch import WATCH_BUFFER, WatchEvent, pump_watch_events
 from kubelet_trio.logs import kv
+
+if TYPE_CHECKING:  # httpx is imported where requests are made: a node without an API server never loads it
+    import httpx
 
 __all__ = [
     "JSON",
@@ -187,6 +189,8 @@ class ApiClient:
     async def _request(
         self, method: str, path: str, params: Mapping[str, str] | None, body: Any, content_type: str
     ) -> Any:
+        import httpx
+
         content = json.dumps(body).encode() if body is not None else None
         headers = self._headers(content_type if content is not None else None)
         last_error: Exception | None = None
@@ -269,6 +273,8 @@ class ApiClient:
         breaks later ends with a synthetic ERROR event; a clean end (server ``timeoutSeconds``) just
         closes the channel. The caller bounds the whole watch with its own deadline.
         """
+        import httpx
+
         query = {**dict(params or {}), "watch": "true"}
         await self.limiter.acquire()
         request = self.http.build_request(
@@ -352,6 +358,8 @@ async def open_api_client(
     ``transport`` replaces the network (tests serve an in-process fake API server through it); TLS
     verification is on unless the kubeconfig sets ``insecure-skip-tls-verify``.
     """
+    import httpx
+
     base_url = server or (config.server if config else None)
     if not base_url:
         raise ValueError("open_api_client needs a kubeconfig or a server URL")

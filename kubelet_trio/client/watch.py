@@ -15,13 +15,15 @@ import contextlib
 import json
 import logging
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import httpx
 import trio
 
 from kubelet_trio.client.errors import StatusError, status_error
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["ADDED", "BOOKMARK", "DELETED", "ERROR", "MODIFIED", "WATCH_BUFFER", "WatchEvent"]
 
@@ -68,6 +70,8 @@ class WatchEvent:
 
 async def pump_watch_events(response: httpx.Response, send: trio.MemorySendChannel[WatchEvent]) -> None:
     """Decode lines into events until the stream ends (closes ``send``). Never blocks on ``send``."""
+    import httpx
+
     with send, contextlib.suppress(trio.BrokenResourceError):
         failed = False
         try:

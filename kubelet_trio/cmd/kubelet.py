@@ -22,29 +22,30 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
-from kubelet_trio.api import ManifestError, Pod
-from kubelet_trio.apimode import open_kubeconfig_client
-from kubelet_trio.client import ApiClient
 from kubelet_trio.cm.allocatable import read_node_allocatable
 from kubelet_trio.config.file import FileSource, scan_manifest_path
-from kubelet_trio.config.http import HttpSource
 from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.config.types import API_SOURCE, FILE_SOURCE, HTTP_SOURCE
 from kubelet_trio.configz import configz_body
-from kubelet_trio.cri.remote import open_cri_runtime
-from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.kubelet import KubeletConfig, PodSource
 from kubelet_trio.kubelet_builder import KubeletDeps, open_kubelet
 from kubelet_trio.logs import configure_logging, kv
 from kubelet_trio.metrics import KubeletMetrics
 from kubelet_trio.nodestatus.addresses import NodeAddressError, resolve_node_ips
 from kubelet_trio.options import KubeletOptions, OptionsError, component_configs, load_options
-from kubelet_trio.runonce import fetch_manifest_url, run_once
-from kubelet_trio.runonce_report import RunOnceReport
+
+# What only some configurations use is imported where it is used: the API client (--kubeconfig), the
+# CRI client (grpclib, asyncio; not for --runtime sim), the manifest URL source and run-once (httpx).
+if TYPE_CHECKING:
+    from kubelet_trio.api import ManifestError, Pod
+    from kubelet_trio.client import ApiClient
+    from kubelet_trio.cri.runtime import Runtime
+    from kubelet_trio.runonce_report import RunOnceReport
 
 logger = logging.getLogger("kubelet_trio.cmd.kubelet")
 
@@ -75,6 +76,8 @@ def build_sources(options: KubeletOptions) -> tuple[PodConfig, list[PodSource]]:
             )
         )
     if options.manifest_url:
+        from kubelet_trio.config.http import HttpSource
+
         sources.append(
             HttpSource(
                 options.manifest_url,
@@ -94,6 +97,8 @@ async def open_runtime(options: KubeletOptions) -> AsyncIterator[Runtime]:
 
         yield SimRuntime()
         return
+    from kubelet_trio.cri.remote import open_cri_runtime
+
     if component_configs(options).container_runtime == "managed":  # a containerd of our own
         from kubelet_trio.containerd import open_managed_containerd
 
@@ -136,6 +141,8 @@ async def open_api(options: KubeletOptions) -> AsyncIterator[ApiClient | None]:
     if not options.kubeconfig:
         yield None
         return
+    from kubelet_trio.apimode import open_kubeconfig_client
+
     certificates = component_configs(options).certificates
     if certificates.bootstrap_kubeconfig or certificates.rotate_certificates:  # TLS bootstrap / rotation
         from kubelet_trio.certificate import open_node_api_client
@@ -204,7 +211,8 @@ async def serve(options: KubeletOptions) -> int:
     check_swap(options)
     pod_config, sources = build_sources(options)
     config = await node_config(options)
-    metrics = KubeletMetrics()
+    # /metrics is served by the Kubelet API and the read-only server; without them nothing is recorded
+    metrics = KubeletMetrics(enabled=bool(config.port or config.read_only_port))
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with (
             open_runtime(options) as runtime,
@@ -216,7 +224,7 @@ async def serve(options: KubeletOptions) -> int:
                 pod_config=pod_config,
                 sources=tuple(sources),
                 metrics=metrics,
-                instrument_runtime=True,
+                instrument_runtime=metrics.enabled,
                 allocatable=read_node_allocatable(  # the downward API's defaults for unset limits
                     options.root_dir,
                     reserved=(options.kube_reserved, options.system_reserved),
@@ -242,6 +250,8 @@ async def read_static_sources(
     options: KubeletOptions,
 ) -> tuple[dict[str, tuple[Pod, ...]], tuple[ManifestError, ...]]:
     """Read the manifest path and the URL once."""
+    from kubelet_trio.runonce import fetch_manifest_url
+
     pods: dict[str, tuple[Pod, ...]] = {}
     errors: list[ManifestError] = []
     if options.pod_manifest_path:
@@ -258,6 +268,8 @@ async def read_static_sources(
 
 
 async def run_once_main(options: KubeletOptions) -> int:
+    from kubelet_trio.runonce import run_once
+
     pods, errors = await read_static_sources(options)
     for error in errors:
         logger.error("invalid pod manifest", extra=kv(error=error))

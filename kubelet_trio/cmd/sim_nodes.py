@@ -6,7 +6,10 @@ Each node is the real node agent (sync loop, pod workers, PLEG, probes, status, 
 changes): pods bound to it (``spec.nodeName``) start, crash,
 restart, become ready and terminate gracefully as their ``sim.kubelet-trio.io/<container>`` annotations
 script them. All nodes share one API connection pool and one rate limiter (``--kube-api-qps`` is for
-the whole process). The read-only and Kubelet API servers are off unless a port base is given (node
+the whole process), and one event rate limit (``--event-qps``, also for the whole process: events are
+the bulk of the requests and the least needed, so by default the process posts as many as one Go kubelet
+may; the rest wait in each node's queue and are dropped when it is full, as Go drops them). The
+read-only and Kubelet API servers are off unless a port base is given (node
 ``i`` then serves on ``base + i`` on 127.0.0.1). Runs until SIGINT or SIGTERM, then exits 0, leaving the
 Node objects behind as a stopped kubelet does.
 """
@@ -22,7 +25,7 @@ import signal
 import ssl
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import attrs
 import httpx
@@ -35,6 +38,7 @@ from kubelet_trio.client import (
     ApiClient,
     KubeConfig,
     KubeConfigError,
+    TokenBucket,
     load_kubeconfig,
     make_ssl_context,
     open_api_client,
@@ -57,6 +61,7 @@ POD_NETWORK = ipaddress.IPv4Network("10.128.0.0/9")
 MAX_NODES = 2**15  # a /24 of pods per node within POD_NETWORK
 START_CONCURRENCY = 10  # nodes registering at once
 REQUEST_CONNECTIONS = 64  # connections for requests other than watches, shared by all nodes
+POOL_CONNECTIONS = 8  # ... in pools of this many (a pool's bookkeeping grows with its size squared)
 
 
 @attrs.frozen(kw_only=True)
@@ -73,6 +78,8 @@ class SimNodesSettings:
     read_only_port_base: int = 0
     port_base: int = 0
     root_dir: str = ""  # "" : a temporary directory, removed on exit
+    event_qps: float = defaults.EVENT_RECORD_QPS  # for the whole process; 0: no limit
+    event_burst: int = defaults.EVENT_BURST
 
 
 def node_name(settings: SimNodesSettings, index: int) -> str:
@@ -122,6 +129,7 @@ async def open_sim_nodes(
         )
         started: list[KubeletNode | None] = [None] * settings.nodes
         limiter = trio.CapacityLimiter(START_CONCURRENCY)
+        events = TokenBucket(settings.event_qps, settings.event_burst)
 
         async def run_node(index: int, *, task_status: trio.TaskStatus[None]) -> None:
             async with limiter:
@@ -150,6 +158,7 @@ async def open_sim_nodes(
                         max_pods=settings.max_pods,
                         kubelet_port=config.port,
                         machine=node_machine(name, settings),
+                        event_limiter=events,
                     ),
                 )
                 stack = contextlib.AsyncExitStack()
@@ -251,6 +260,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--kube-api-burst", type=_positive_int, default=PROCESS_BURST, help="burst of the shared rate limit"
     )
     parser.add_argument(
+        "--event-qps",
+        type=_qps,
+        default=defaults.EVENT_RECORD_QPS,
+        help="events posted per second by the whole process, 0 for no limit (default"
+        f" {defaults.EVENT_RECORD_QPS:g}: one Go kubelet's eventRecordQPS)",
+    )
+    parser.add_argument(
+        "--event-burst", type=_positive_int, default=defaults.EVENT_BURST, help="burst of the event limit"
+    )
+    parser.add_argument(
         "--read-only-port-base",
         type=_port,
         default=0,
@@ -288,40 +307,75 @@ def settings_from(args: argparse.Namespace) -> SimNodesSettings:
         read_only_port_base=args.read_only_port_base,
         port_base=args.port_base,
         root_dir=args.root_dir,
+        event_qps=args.event_qps,
+        event_burst=args.event_burst,
     )
 
 
 @attrs.define(eq=False)
 class _ClosingStream(httpx.AsyncByteStream):
-    """A response body that closes its connection's transport with it."""
+    """A response body that runs ``on_close`` once it is closed (the connection is free again)."""
 
     stream: httpx.AsyncByteStream
-    transport: httpx.AsyncBaseTransport
+    on_close: Callable[[], Awaitable[None]]
+    closed: bool = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for chunk in self.stream:
             yield chunk
 
     async def aclose(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         try:
             await self.stream.aclose()
         finally:
-            await self.transport.aclose()
+            await self.on_close()
+
+
+def _with_body(response: httpx.Response, on_close: Callable[[], Awaitable[None]]) -> httpx.Response:
+    assert isinstance(response.stream, httpx.AsyncByteStream)
+    return httpx.Response(
+        response.status_code,
+        headers=response.headers,
+        stream=_ClosingStream(response.stream, on_close),
+        extensions=response.extensions,
+    )
+
+
+@attrs.define(eq=False)
+class _Shard:
+    transport: httpx.AsyncBaseTransport
+    free: trio.Semaphore
 
 
 @attrs.define(eq=False)
 class SplitPool(httpx.AsyncBaseTransport):
-    """Requests on one small shared pool; each watch on a connection of its own, closed with it.
+    """Requests on a few small shared pools; each watch on a connection of its own, closed with it.
 
     Every node holds a few watches open for minutes. In one httpx pool they would be scanned for every
-    request (its cost grows with the connections it holds), which at hundreds of nodes dominates."""
+    request (its cost grows with the connections it holds), which at hundreds of nodes dominates. For the
+    same reason requests go to several small pools rather than one big one, and wait for a free
+    connection here, not in a pool, whose bookkeeping also grows with the requests waiting in it."""
 
     verify: ssl.SSLContext | bool
-    requests: httpx.AsyncBaseTransport
+    shards: list[_Shard]
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if request.url.params.get("watch") != "true":
-            return await self.requests.handle_async_request(request)
+            shard = max(self.shards, key=lambda s: s.free.value)  # the least busy; wait there if all are
+            await shard.free.acquire()
+            try:
+                response = await shard.transport.handle_async_request(request)
+            except BaseException:
+                shard.free.release()
+                raise
+
+            async def release() -> None:
+                shard.free.release()
+
+            return _with_body(response, release)
         own = httpx.AsyncHTTPTransport(
             verify=self.verify, limits=httpx.Limits(max_connections=1, max_keepalive_connections=0)
         )
@@ -330,22 +384,21 @@ class SplitPool(httpx.AsyncBaseTransport):
         except BaseException:
             await own.aclose()
             raise
-        assert isinstance(response.stream, httpx.AsyncByteStream)
-        return httpx.Response(
-            response.status_code,
-            headers=response.headers,
-            stream=_ClosingStream(response.stream, own),
-            extensions=response.extensions,
-        )
+        return _with_body(response, own.aclose)
 
     async def aclose(self) -> None:
-        await self.requests.aclose()
+        for shard in self.shards:
+            await shard.transport.aclose()
 
 
 def split_pool(config: KubeConfig) -> SplitPool:
     verify: ssl.SSLContext | bool = make_ssl_context(config) if config.uses_tls else True
-    limits = httpx.Limits(max_connections=REQUEST_CONNECTIONS, max_keepalive_connections=REQUEST_CONNECTIONS)
-    return SplitPool(verify, httpx.AsyncHTTPTransport(verify=verify, limits=limits))
+    limits = httpx.Limits(max_connections=POOL_CONNECTIONS, max_keepalive_connections=POOL_CONNECTIONS)
+    shards = [
+        _Shard(httpx.AsyncHTTPTransport(verify=verify, limits=limits), trio.Semaphore(POOL_CONNECTIONS))
+        for _ in range(REQUEST_CONNECTIONS // POOL_CONNECTIONS)
+    ]
+    return SplitPool(verify, shards)
 
 
 @contextlib.asynccontextmanager

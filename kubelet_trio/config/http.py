@@ -7,7 +7,8 @@ previous one is a no-op. An unreachable URL, a non-200 status, a body over 10 Mi
 before any of it is read) or a body with any error keeps the last good set and logs why; an empty body
 means "no pods" (an empty set, as upstream).
 
-The httpx transport is injectable (``transport=httpx.MockTransport(...)`` in tests).
+The httpx transport is injectable (``transport=httpx.MockTransport(...)`` in tests). httpx is imported
+when the source runs: a node without ``--manifest-url`` never loads it.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
-import httpx
 import trio
 import trio_util
 
@@ -26,6 +27,9 @@ from kubelet_trio.api.manifest import MAX_MANIFEST_BYTES, manifest_too_large
 from kubelet_trio.config.static import make_static_pod
 from kubelet_trio.config.types import HTTP_SOURCE, SourceSet
 from kubelet_trio.logs import kv
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "HTTP_CHECK_FREQUENCY",
@@ -112,6 +116,8 @@ class HttpSource:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Fetch once, report started (whether or not that worked), then poll until cancelled."""
+        import httpx
+
         async with (
             self.updates,
             httpx.AsyncClient(transport=self.transport, timeout=None, follow_redirects=True) as client,
@@ -136,6 +142,8 @@ class HttpSource:
         )
 
     async def _poll(self, client: httpx.AsyncClient) -> None:
+        import httpx
+
         header_pairs = [(key, value) for key, values in self.headers.items() for value in values]
         try:
             with trio.fail_after(HTTP_TIMEOUT):

@@ -81,6 +81,9 @@ class PodStorage:
     now: Callable[[], dt.datetime] = _utcnow
     _pods: dict[str, dict[str, Pod]] = attrs.field(factory=dict, init=False)
     _seen: set[str] = attrs.field(factory=set, init=False)
+    # per source, the pod objects of its last SET by UID: a source re-sends the objects of pods that did
+    # not change (the API source's store), so most of a SET is recognised by identity, not compared
+    _inputs: dict[str, dict[str, Pod]] = attrs.field(factory=dict, init=False)
 
     @property
     def seen_sources(self) -> frozenset[str]:
@@ -102,9 +105,15 @@ class PodStorage:
         updates: list[Pod] = []
         deletes: list[Pod] = []
         reconciles: list[Pod] = []
-        for ref in self._filter(source, pods):
-            ref = _with_annotations(ref, **{CONFIG_SOURCE_ANNOTATION: source})
-            existing = old.get(ref.uid)
+        last_inputs = self._inputs.get(source, {})
+        inputs: dict[str, Pod] = {}
+        for given in self._filter(source, pods):
+            existing = old.get(given.uid)
+            inputs[given.uid] = given
+            if existing is not None and last_inputs.get(given.uid) is given:
+                new[given.uid] = existing  # the very object merged last time: nothing to compare
+                continue
+            ref = _with_annotations(given, **{CONFIG_SOURCE_ANNOTATION: source})
             if existing is None:
                 ref = _with_annotations(ref, **{CONFIG_FIRST_SEEN_ANNOTATION: rfc3339_nano(self.now())})
                 new[ref.uid] = ref
@@ -120,6 +129,7 @@ class PodStorage:
                 reconciles.append(stored)
         removes = [pod for uid, pod in old.items() if uid not in new]
         self._pods[source] = new
+        self._inputs[source] = inputs
 
         out: list[PodUpdate] = []
         for op, group in (
@@ -164,11 +174,13 @@ class PodStorage:
     @staticmethod
     def _check_and_update(existing: Pod, ref: Pod) -> tuple[Pod, PodOperation | None]:
         """Upstream ``checkAndUpdatePod``: what changed, and the pod to keep."""
+        assert existing.metadata is not None and ref.metadata is not None
         if not _differ_semantically(existing, ref):
             if _status(existing) != _status(ref):
-                return attrs.evolve(existing, status=ref.status), PodOperation.RECONCILE
+                # the status with the resourceVersion it was read at (a status writer's precondition)
+                meta = attrs.evolve(existing.metadata, resource_version=ref.metadata.resource_version)
+                return attrs.evolve(existing, metadata=meta, status=ref.status), PodOperation.RECONCILE
             return existing, None
-        assert existing.metadata is not None and ref.metadata is not None
         annotations = dict(ref.metadata.annotations or {})
         for key in LOCAL_ANNOTATIONS:
             value = (existing.metadata.annotations or {}).get(key)
@@ -181,6 +193,7 @@ class PodStorage:
             deletion_timestamp=ref.metadata.deletion_timestamp,
             deletion_grace_period_seconds=ref.metadata.deletion_grace_period_seconds,
             generation=ref.metadata.generation,
+            resource_version=ref.metadata.resource_version,
         )
         stored = attrs.evolve(existing, metadata=meta, spec=ref.spec, status=ref.status)
         if ref.metadata.deletion_timestamp is not None:

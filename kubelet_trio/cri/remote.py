@@ -29,6 +29,7 @@ from kubelet_trio import defaults
 from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.cri.gen.runtime.v1 import services
 from kubelet_trio.cri.runtime import CRI_API_VERSION
 
 logger = logging.getLogger(__name__)
@@ -84,8 +85,8 @@ class CriRuntime:
 
     endpoint: str
     request_timeout: float
-    _runtime_stub: pb.RuntimeServiceStub
-    _image_stub: pb.ImageServiceStub
+    _runtime_stub: services.RuntimeServiceStub
+    _image_stub: services.ImageServiceStub
     bridge: AsyncioThread
 
     @property
@@ -344,8 +345,8 @@ async def open_cri_runtime(
             yield CriRuntime(
                 endpoint=endpoint,
                 request_timeout=request_timeout,
-                runtime_stub=pb.RuntimeServiceStub(channels[runtime_path]),
-                image_stub=pb.ImageServiceStub(channels[image_path]),
+                runtime_stub=services.RuntimeServiceStub(channels[runtime_path]),
+                image_stub=services.ImageServiceStub(channels[image_path]),
                 bridge=bridge,
             )
         finally:

@@ -24,10 +24,9 @@ from typing import Any
 import attrs
 import trio
 
-from kubelet_trio.httpserver.http11 import UPGRADE_EXTENSION
 from kubelet_trio.logs import kv
 
-__all__ = ["App", "Handler", "HttpError", "Request", "Response", "Route", "Write"]
+__all__ = ["UPGRADE_EXTENSION", "App", "Handler", "HttpError", "Request", "Response", "Route", "Write"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +36,9 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 Write = Callable[[bytes], Awaitable[None]]
 TEXT = "text/plain; charset=utf-8"
 JSON = "application/json"
+#: The ASGI scope extension through which a handler takes over the connection (an HTTP upgrade); the
+#: server (:mod:`kubelet_trio.httpserver.http11`) offers it. Defined here so that apps need no h11.
+UPGRADE_EXTENSION = "kubelet.upgrade"
 
 
 class HttpError(Exception):

@@ -27,6 +27,7 @@ from urllib.parse import unquote
 import h11
 import trio
 
+from kubelet_trio.httpserver.asgi import UPGRADE_EXTENSION
 from kubelet_trio.logs import kv
 
 __all__ = ["IDLE_TIMEOUT", "MAX_HEADER_BYTES", "UPGRADE_EXTENSION", "HttpServer", "PrefixedStream"]
@@ -37,7 +38,6 @@ IDLE_TIMEOUT = 90.0
 TLS_HANDSHAKE_TIMEOUT = 10.0
 MAX_HEADER_BYTES = 1 << 20  # the Go kubelet's MaxHeaderBytes
 READ_SIZE = 65536
-UPGRADE_EXTENSION = "kubelet.upgrade"
 #: Bytes buffered from a client that sends ahead while its response is streaming (pipelining).
 MAX_READ_AHEAD = 1 << 16
 

@@ -16,7 +16,6 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 import attrs
-import httpx
 import trio
 
 from kubelet_trio.api import Container, LifecycleHandler, Pod
@@ -73,6 +72,8 @@ class HandlerRunner:
                 )
             return
         if handler.http_get is not None:
+            import httpx  # only for httpGet hooks
+
             try:
                 await self._http(pod, container, handler)
             except (httpx.HTTPError, ValueError, ProbeError) as err:

@@ -28,7 +28,7 @@ from kubelet_trio.container.cache import PodCache
 from kubelet_trio.cri.runtime import RuntimeService
 from kubelet_trio.logs import kobj, kv
 from kubelet_trio.prober.metrics import ProbeMetrics
-from kubelet_trio.prober.probe.http import new_client
+from kubelet_trio.prober.probe.http import open_shared_client
 from kubelet_trio.prober.prober import Prober, probe_spec
 from kubelet_trio.prober.results import ProbeKind, ProbeResult, ProbeUpdate, ResultsManager
 from kubelet_trio.prober.worker import ProbeWorker
@@ -87,7 +87,7 @@ class ProbeManager:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         self.started_at = trio.current_time()
-        async with new_client() as client:
+        async with open_shared_client() as client:
             self.prober.http_client = client
             try:
                 async with trio.open_nursery() as nursery:

@@ -12,7 +12,6 @@ import logging
 from collections.abc import Callable
 
 import attrs
-import httpx
 import trio
 
 from kubelet_trio.api import Container, Pod, Probe
@@ -21,8 +20,8 @@ from kubelet_trio.cri.runtime import RuntimeService
 from kubelet_trio.logs import kobj, kv
 from kubelet_trio.prober.probe import ProbeError, Result
 from kubelet_trio.prober.probe.exec import exec_probe
-from kubelet_trio.prober.probe.grpc import grpc_probe, grpc_timeout_output
 from kubelet_trio.prober.probe.http import (
+    SharedClient,
     http_probe,
     http_timeout_output,
     new_client,
@@ -63,7 +62,7 @@ class Prober:
 
     runtime: RuntimeService
     events: PodEvent | None = None
-    http_client: httpx.AsyncClient | None = None  # the manager's while it runs; else one per request
+    http_client: SharedClient | None = None  # the manager's while it runs; else one per request
     host_override: str | None = None
 
     def _event(self, pod: Pod, type_: str, reason: str, message: str) -> None:
@@ -126,7 +125,7 @@ class Prober:
             request = request_for_action(spec.http_get, container, self._host(spec.http_get.host, pod_ip))
             with trio.move_on_after(timeout):
                 if self.http_client is not None:
-                    return await http_probe(self.http_client, request)
+                    return await http_probe(self.http_client.get(), request)
                 async with new_client() as client:
                     return await http_probe(client, request)
             return Result.FAILURE, http_timeout_output(request)
@@ -137,6 +136,8 @@ class Prober:
                 return await tcp_probe(host, port)
             return Result.FAILURE, tcp_timeout_output(host, port)
         if spec.grpc is not None:
+            from kubelet_trio.prober.probe.grpc import grpc_probe, grpc_timeout_output  # grpclib, asyncio
+
             port = resolve_container_port(spec.grpc.port, container)
             with trio.move_on_after(timeout):
                 return await grpc_probe(self._host(None, pod_ip), port, spec.grpc.service or "")

@@ -1,9 +1,35 @@
-"""The kubelet's HTTP endpoints (Go: ``pkg/kubelet/server``): ASGI apps on a small h11 server on Trio."""
+"""The kubelet's HTTP endpoints (Go: ``pkg/kubelet/server``): ASGI apps on a small h11 server on Trio.
+
+Names are imported on first use: a node with every server off loads none of the server stack (h11,
+TLS, metrics exposition), and one with only ``/healthz`` loads no TLS.
+"""
 
 from __future__ import annotations
 
-from kubelet_trio.server.app import healthz_app, read_only_app
-from kubelet_trio.server.healthz import check_health
-from kubelet_trio.server.serve import serve_app, serve_kubelet_http
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kubelet_trio.server.app import healthz_app, read_only_app
+    from kubelet_trio.server.healthz import check_health
+    from kubelet_trio.server.serve import serve_app, serve_kubelet_http
+
+#: public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    "check_health": "kubelet_trio.server.healthz",
+    "healthz_app": "kubelet_trio.server.app",
+    "read_only_app": "kubelet_trio.server.app",
+    "serve_app": "kubelet_trio.server.serve",
+    "serve_kubelet_http": "kubelet_trio.server.serve",
+}
 
 __all__ = ["check_health", "healthz_app", "read_only_app", "serve_app", "serve_kubelet_http"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kubelet_trio.server' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups skip __getattr__
+    return value

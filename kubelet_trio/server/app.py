@@ -1,7 +1,8 @@
 """The kubelet's two ASGI apps: the healthz server and the read-only server (Go: ``server.go``,
 ``cmd/kubelet/app/server.go``).
 
-- :func:`healthz_app` (``--healthz-port``, default 127.0.0.1:10248): ``/healthz`` only.
+- :func:`healthz_app` (``--healthz-port``, default 127.0.0.1:10248): ``/healthz`` only (defined in
+  :mod:`kubelet_trio.server.healthz`, which loads none of the other handlers).
 - :func:`read_only_app` (``--read-only-port``, off by default): ``/healthz``, ``/pods``, ``/runningpods/``,
   ``/metrics``, ``/metrics/probes``, ``/metrics/resource``, ``/stats/summary`` and
   ``/containerLogs/{namespace}/{pod}/{container}``. Without authentication, like the Go kubelet's
@@ -21,7 +22,7 @@ from kubelet_trio.httpserver.asgi import App, Handler, Request, Response, Route
 from kubelet_trio.metrics import CONTENT_TYPE
 from kubelet_trio.server.container_logs import container_logs_handler
 from kubelet_trio.server.exec import exec_routes
-from kubelet_trio.server.healthz import healthz_handlers
+from kubelet_trio.server.healthz import healthz_app, healthz_routes
 from kubelet_trio.server.pods import pods_handler, running_pods_handler
 from kubelet_trio.server.proxy import StreamProxy
 from kubelet_trio.server.stats import resource_metrics_handler, stats_summary_handler
@@ -30,11 +31,6 @@ if TYPE_CHECKING:
     from kubelet_trio.server.host import HostInterface
 
 __all__ = ["healthz_app", "kubelet_api_app", "read_only_app"]
-
-
-def _healthz_routes(kubelet: HostInterface) -> list[Route]:
-    healthz, one_check = healthz_handlers(kubelet)
-    return [Route("/healthz", healthz), Route("/healthz/{check}", one_check)]
 
 
 def metrics_handler(kubelet: HostInterface) -> Handler:
@@ -67,17 +63,13 @@ def configz_handler(configz: Mapping[str, Any] | None) -> Handler:
     return handle
 
 
-def healthz_app(kubelet: HostInterface) -> App:
-    return App(_healthz_routes(kubelet))
-
-
 def read_only_app(kubelet: HostInterface) -> App:
     pods = pods_handler(kubelet)
     running = running_pods_handler(kubelet)
     summary = stats_summary_handler(kubelet)
     return App(
         [
-            *_healthz_routes(kubelet),
+            *healthz_routes(kubelet),
             Route("/pods", pods),
             Route("/pods/", pods),
             Route("/runningpods", running),

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from kubelet_trio.httpserver.asgi import Handler, HttpError, Request, Response
+from kubelet_trio.httpserver.asgi import App, Handler, HttpError, Request, Response, Route
 
 if TYPE_CHECKING:
     from kubelet_trio.server.host import HostInterface
 
-__all__ = ["SYNC_LOOP_MIN_THRESHOLD", "check_health", "healthz_handlers"]
+__all__ = ["SYNC_LOOP_MIN_THRESHOLD", "check_health", "healthz_app", "healthz_handlers", "healthz_routes"]
 
 SYNC_LOOP_MIN_THRESHOLD = 300.0
 
@@ -88,3 +88,14 @@ def healthz_handlers(kubelet: HostInterface) -> tuple[Handler, Handler]:
         return Response.text("ok")
 
     return healthz, one_check
+
+
+def healthz_routes(kubelet: HostInterface) -> list[Route]:
+    healthz, one_check = healthz_handlers(kubelet)
+    return [Route("/healthz", healthz), Route("/healthz/{check}", one_check)]
+
+
+def healthz_app(kubelet: HostInterface) -> App:
+    """The healthz server's app (``--healthz-port``): ``/healthz`` only, without the read-only server's
+    handlers and what they import."""
+    return App(healthz_routes(kubelet))

@@ -5,6 +5,9 @@ TLS with authentication and authorization (:mod:`kubelet_trio.server.auth`), eac
 not 0, and reports the URLs they listen on. Like the Go kubelet, a healthz server that cannot bind logs
 the error and tries again every ``HEALTHZ_RETRY`` seconds without stopping the node, while a read-only
 server or Kubelet API that cannot bind is fatal. Cancelling the nursery stops them all at once.
+
+Each server's app and its dependencies are imported when that server starts: the healthz server loads
+only its handlers; TLS, authentication and the certificate code (cryptography) load with the Kubelet API.
 """
 
 from __future__ import annotations
@@ -18,12 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from kubelet_trio.certificate.serving import reload_certificate_files
 from kubelet_trio.httpserver.http11 import HttpServer
 from kubelet_trio.logs import kv
-from kubelet_trio.server.app import healthz_app, kubelet_api_app, read_only_app
-from kubelet_trio.server.auth import AuthConfig, AuthenticatedApp, KubeletAuth
-from kubelet_trio.server.tls import serving_pair
+from kubelet_trio.server.healthz import healthz_app
 
 if TYPE_CHECKING:
     from kubelet_trio.server.host import HostInterface
@@ -113,6 +113,11 @@ def kubelet_api_ssl_context(cert_file: str, key_file: str, client_ca_file: str) 
 async def _serve_kubelet_api(
     kubelet: HostInterface, configz: Mapping[str, Any] | None, *, task_status: trio.TaskStatus[str]
 ) -> None:
+    from kubelet_trio.certificate.serving import reload_certificate_files
+    from kubelet_trio.server.app import kubelet_api_app
+    from kubelet_trio.server.auth import AuthConfig, AuthenticatedApp, KubeletAuth
+    from kubelet_trio.server.tls import serving_pair
+
     config = kubelet.config
     cert_file, key_file = await kubelet.run_sync(
         serving_pair,
@@ -184,6 +189,8 @@ async def serve_kubelet_http(
             if url:
                 urls["healthz"] = url
         if kubelet.config.read_only_port:
+            from kubelet_trio.server.app import read_only_app
+
             urls["readonly"] = await nursery.start(
                 serve_app, read_only_app(kubelet), kubelet.config.address, kubelet.config.read_only_port
             )

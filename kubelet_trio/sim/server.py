@@ -22,6 +22,7 @@ from grpclib.server import Server
 from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.cri.gen.runtime.v1 import services
 from kubelet_trio.logs import kv
 from kubelet_trio.sim.runtime import SimRuntime
 from kubelet_trio.sim.streaming import open_sim_streaming
@@ -62,7 +63,7 @@ class _Handlers:
             raise GRPCError(grpc_status(err), err.message) from err
 
 
-class RuntimeService(_Handlers, pb.RuntimeServiceBase):
+class RuntimeService(_Handlers, services.RuntimeServiceBase):
     """CRI RuntimeService handlers over a SimRuntime."""
 
     async def version(self, message: pb.VersionRequest) -> pb.VersionResponse:
@@ -164,7 +165,7 @@ class RuntimeService(_Handlers, pb.RuntimeServiceBase):
         return pb.UpdateRuntimeConfigResponse()
 
 
-class ImageService(_Handlers, pb.ImageServiceBase):
+class ImageService(_Handlers, services.ImageServiceBase):
     """CRI ImageService handlers over a SimRuntime."""
 
     async def list_images(self, message: pb.ListImagesRequest) -> pb.ListImagesResponse:

@@ -71,7 +71,11 @@ class StatusManager:
                 extra=kv(pod=kobj(pod), uid=pod.uid, **{"from": old.status.phase}, to=status.phase),
             )
             status = attrs.evolve(status, phase=old.status.phase)
-        if old is not None and old.status == status and old.pod == pod:
+        if old is not None and old.status == status:
+            # Only the pod object changed (e.g. the API copy of its status after our own write): keep it,
+            # but nothing new is to be published, so the version stays.
+            if old.pod is not pod:
+                self._statuses[pod.uid] = VersionedStatus(pod, status, old.version)
             return
         if old is None or old.status.phase != status.phase:
             logger.info("pod phase", extra=kv(pod=kobj(pod), uid=pod.uid, phase=status.phase))

@@ -50,6 +50,7 @@ SYNC_PERIOD = 10.0
 CONFLICT_RETRIES = 3
 CONFLICT_BACKOFF = 0.2
 MAX_CONCURRENT_SYNCS = 32  # pods whose status is sent at once
+KNOWN_VERSIONS = 4  # per pod, the resourceVersions up to our last read or write that are remembered
 
 
 class PodLookup(Protocol):
@@ -130,6 +131,10 @@ class StatusPublisher:
     # unchanged, nobody changed the pod's status and we want the same, so there is no drift to repair.
     # Without this a field an older API server drops (hostIPs before 1.28) would be re-sent every sweep.
     _written: dict[str, tuple[PodStatus, PodStatus]] = attrs.Factory(dict)
+    # uid -> resourceVersions of the pod up to what the API answered our last read or write with (the
+    # newest, last; its status is _written's second): while the watch shows one of them, it lags behind
+    # what we know
+    _versions: dict[str, tuple[str, ...]] = attrs.Factory(dict)
     _kick: trio_util.AsyncValue[int] = attrs.Factory(lambda: trio_util.AsyncValue(0))
     _finish_waits: set[str] = attrs.Factory(set)
     _nursery: trio.Nursery | None = None
@@ -165,6 +170,7 @@ class StatusPublisher:
         for uid in [u for u in self._sent if u not in known]:
             del self._sent[uid]
             self._written.pop(uid, None)
+            self._versions.pop(uid, None)
         limiter = trio.CapacityLimiter(MAX_CONCURRENT_SYNCS)
 
         async def sync_one(entry: VersionedStatus, api_pod: Pod) -> None:
@@ -224,20 +230,40 @@ class StatusPublisher:
             return False
         return bool(merge_patch_diff((api_pod.status or PodStatus()).to_dict(), merged.to_dict()) != {})
 
+    def _known_base(self, uid: str, api_pod: Pod) -> tuple[str, dict[str, Any]] | None:
+        """The resourceVersion and status to write against without a GET: what the API answered our last
+        read or write with while the watch shows that or an older answer of ours (it lags behind our
+        writes), else the watched copy (someone else wrote since). The patch carries the resourceVersion
+        as a precondition, so a stale guess costs a 409 and a re-read, never a lost update."""
+        meta = api_pod.metadata
+        if meta is None or meta.deletion_timestamp is not None or not meta.resource_version:
+            return None  # deleting: the deletion path reads the object itself
+        answered, written = self._versions.get(uid, ()), self._written.get(uid)
+        if written is not None and meta.resource_version in answered:
+            return answered[-1], written[1].to_dict()
+        return meta.resource_version, (api_pod.status or PodStatus()).to_dict()
+
     async def _sync_pod(self, entry: VersionedStatus, api_pod: Pod) -> None:
         pod = entry.pod
         target_uid = api_pod.uid
         path = f"/api/v1/namespaces/{api_pod.namespace}/pods/{api_pod.name}"
-        for attempt in range(CONFLICT_RETRIES):
+        known = self._known_base(pod.uid, api_pod)
+        attempt = 0
+        while attempt < CONFLICT_RETRIES:
             try:
-                current = await self.client.get(path)
-                if (current.get("metadata") or {}).get("uid") != target_uid:
-                    logger.info(
-                        "pod was recreated, dropping its status", extra=kv(pod=kobj(pod), uid=target_uid)
-                    )
-                    self._sent[pod.uid] = entry.version
-                    return
-                api_status_dict: dict[str, Any] = current.get("status") or {}
+                current: dict[str, Any] | None = None
+                if known is not None:
+                    rv, api_status_dict = known
+                else:
+                    current = await self.client.get(path)
+                    current_meta = current.get("metadata") or {}
+                    if current_meta.get("uid") != target_uid:
+                        logger.info(
+                            "pod was recreated, dropping its status", extra=kv(pod=kobj(pod), uid=target_uid)
+                        )
+                        self._sent[pod.uid] = entry.version
+                        return
+                    rv, api_status_dict = current_meta.get("resourceVersion", ""), current.get("status") or {}
                 merged = merge_pod_status(
                     PodStatus.from_dict(api_status_dict),
                     entry.status,
@@ -247,26 +273,40 @@ class StatusPublisher:
                 )
                 patch = merge_patch_diff(api_status_dict, merged.to_dict())
                 if patch:
+                    precondition = {"uid": target_uid} | ({"resourceVersion": rv} if known else {})
                     current = await self.client.merge_patch(
-                        f"{path}/status", {"metadata": {"uid": target_uid}, "status": patch}
+                        f"{path}/status", {"metadata": precondition, "status": patch}
                     )
                     self.patches += 1
                     logger.debug(
                         "patched pod status", extra=kv(pod=kobj(pod), uid=target_uid, phase=merged.phase)
                     )
                 self._sent[pod.uid] = entry.version
+                if current is None:
+                    return  # nothing to write over what we knew
                 self._written[pod.uid] = (merged, PodStatus.from_dict(current.get("status") or {}))
+                answered = (current.get("metadata") or {}).get("resourceVersion")
+                if answered:
+                    # the version we wrote over is as old as the answer or older: if the watch still
+                    # shows it, it lags behind us too
+                    seen = [v for v in (*self._versions.get(pod.uid, ()), rv, answered) if v]
+                    latest_last = reversed(dict.fromkeys(reversed(seen)))  # each once, at its last place
+                    self._versions[pod.uid] = tuple(latest_last)[-KNOWN_VERSIONS:]
                 await self._maybe_delete(pod, current)
                 return
             except NotFound:
                 self._sent[pod.uid] = entry.version  # gone from the API: nothing to publish to
                 return
             except (Conflict, Invalid) as err:
+                if known is not None:
+                    known = None  # what we knew was stale: read the object, at once
+                    continue
                 logger.info(
                     "status patch rejected, re-reading",
                     extra=kv(pod=kobj(pod), attempt=attempt + 1, error=err),
                 )
                 await trio.sleep(CONFLICT_BACKOFF * 2**attempt)
+                attempt += 1
             except ApiClientError as err:
                 logger.warning("failed to update pod status", extra=kv(pod=kobj(pod), error=err))
                 return

@@ -93,21 +93,27 @@ async def test_status_patch_conflict_rereads_and_retries(autojump_clock: trio.te
     clock = WallClock()
     async with open_fake_api(now=clock.now) as api:
         api.app.inject(
-            "PATCH", r"/pods/web/status$", 409, reason="Conflict", message="the object has been modified"
+            "PATCH",
+            r"/pods/web/status$",
+            409,
+            times=2,
+            reason="Conflict",
+            message="the object has been modified",
         )
         async with open_api_node(api, clock=clock) as node:
             api.create_pod(pod_manifest("web", {"app": "run"}))
             with trio.fail_after(30):
                 await api.wait_for(lambda: running(api, "web"))
-            patches = api.app.requests_for("PATCH", r"/pods/web/status$")
-            assert len(patches) >= 2
-            # Each attempt read the pod first (the 409 made it re-read).
-            reads = [
-                i
-                for i, r in enumerate(api.app.requests)
-                if r.method == "GET" and r.path.endswith("/pods/web")
-            ]
-            assert len(reads) >= 2
+            pod_calls = {
+                ("GET", "/api/v1/namespaces/default/pods/web"),
+                ("PATCH", "/api/v1/namespaces/default/pods/web/status"),
+            }
+            calls = [(r.method, r.body) for r in api.app.requests if (r.method, r.path) in pod_calls]
+            # The first write goes against the watched copy, its resourceVersion a precondition, without
+            # a read; each 409 makes the next attempt read the pod first.
+            assert [method for method, _ in calls[:5]] == ["PATCH", "GET", "PATCH", "GET", "PATCH"]
+            first = calls[0][1]["metadata"]
+            assert first["resourceVersion"] and first["uid"] == api.pod("web")["metadata"]["uid"]
             assert node.mode.publisher.patches >= 1
 
 

@@ -32,10 +32,13 @@ async def test_pod_runs_and_status_is_published(autojump_clock: trio.testing.Moc
         app = api_container(api, "web", "app")
         assert app["ready"] is True and app["restartCount"] == 0
         assert status["hostIP"] == "192.0.2.10" and status["podIP"]
-        # Every status write carried the UID precondition and was a merge patch.
+        # Every status write carried the UID precondition (and the resourceVersion it was computed
+        # against, when it was not read first) and was a merge patch.
         patches = api.app.requests_for("PATCH", r"/pods/web/status$")
+        uid = api.pod("web")["metadata"]["uid"]
         assert patches and all(
-            p.body["metadata"] == {"uid": api.pod("web")["metadata"]["uid"]} for p in patches
+            p.body["metadata"]["uid"] == uid and set(p.body["metadata"]) <= {"uid", "resourceVersion"}
+            for p in patches
         )
         assert all(p.content_type == "application/merge-patch+json" for p in patches)
         # Nothing changes: the 10 s reconcile sends nothing more.

@@ -47,6 +47,8 @@ GO_DEFAULTS: dict[str, Any] = {
     "containerLogMonitorInterval": "10s",
     "kubeAPIQPS": 50,  # 1.27+ (5 before)
     "kubeAPIBurst": 100,  # 1.27+ (10 before)
+    "eventRecordQPS": 50,
+    "eventBurst": 100,
     "registerNode": True,
     "registerWithTaints": [],
     "kubeReserved": {},

@@ -81,10 +81,14 @@ async def test_the_node_reports_memory_pressure_and_the_pod_is_evicted(
             "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. "
             "Container main was using 400Mi, request is 0, has larger consumption of memory. "
         )
-        pod_events = [
-            (e["type"], e["reason"]) for e in api.events() if e["involvedObject"].get("name") == "big"
-        ]
-        assert ("Warning", "Evicted") in pod_events
+
+        def pod_events() -> list[tuple[str, str]]:
+            return [
+                (e["type"], e["reason"]) for e in api.events() if e["involvedObject"].get("name") == "big"
+            ]
+
+        with trio.fail_after(5):  # events are posted in the background, apart from the status
+            await api.wait_for(lambda: ("Warning", "Evicted") in pod_events())
         with trio.fail_after(30):
             await api.wait_for(lambda: memory_pressure(api) == ("True", "KubeletHasInsufficientMemory"))
         assert trio.current_time() - start <= 20.0  # one monitoring round, one status update

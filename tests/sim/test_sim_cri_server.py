@@ -25,6 +25,7 @@ from grpclib.client import Channel
 from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.cri.gen.runtime.v1 import services
 from kubelet_trio.cri.remote import open_cri_runtime
 from kubelet_trio.sim.runtime import SIM_ANNOTATION_PREFIX, SimRuntime
 from kubelet_trio.sim.server import serve_sim_cri
@@ -42,13 +43,13 @@ def socket_dir() -> Iterator[Path]:
 
 
 @asynccontextmanager
-async def stubs(path: Path) -> AsyncIterator[tuple[pb.RuntimeServiceStub, pb.ImageServiceStub]]:
+async def stubs(path: Path) -> AsyncIterator[tuple[services.RuntimeServiceStub, services.ImageServiceStub]]:
     """An independent client: its own asyncio loop (thread) and grpclib channel."""
     async with open_asyncio_thread() as bridge:
         channel = await bridge.run_sync(Channel, path=str(path))
         token = _BRIDGE.set(bridge)
         try:
-            yield pb.RuntimeServiceStub(channel), pb.ImageServiceStub(channel)
+            yield services.RuntimeServiceStub(channel), services.ImageServiceStub(channel)
         finally:
             _BRIDGE.reset(token)
             await bridge.run_sync(channel.close)

@@ -30,7 +30,6 @@ from kubelet_trio.cri.streaming.portforward import PROTOCOL_V1, Forwarder, serve
 from kubelet_trio.cri.streaming.remotecommand import PROTOCOL_V4, Runner, serve_remote_command
 from kubelet_trio.cri.streaming.spdy import SpdyConnection
 from kubelet_trio.httpserver.asgi import App, HttpError, Request, Response, Route
-from kubelet_trio.httpserver.http11 import HttpServer
 
 __all__ = ["MAX_IN_FLIGHT", "TOKEN_TTL", "StreamingBackend", "StreamingServer"]
 
@@ -89,6 +88,8 @@ class StreamingServer:
     _cache: dict[str, tuple[float, Cached]] = attrs.Factory(dict)
 
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+        from kubelet_trio.httpserver.http11 import HttpServer  # h11: only once streaming is served
+
         listeners = await trio.open_tcp_listeners(0, host=self.address)
         host, port = listeners[0].socket.getsockname()[:2]
         self.base_url = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"

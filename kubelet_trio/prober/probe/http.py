@@ -6,28 +6,37 @@ Redirects to the same host are followed (at most 10); a redirect to another host
 counts as success with a warning. Status 200-399 is success; a connection error, a timeout or any
 other status is failure. TLS certificates are not verified, and connections are not kept alive.
 The caller bounds the probe with its timeout and reports :func:`http_timeout_output` when it runs out.
+httpx is imported when the first request is made: a node whose pods have no httpGet probe or hook never
+loads it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING
 
-import httpx
+import attrs
 
 from kubelet_trio.api import Container, HTTPGetAction
 from kubelet_trio.logs import kv
 from kubelet_trio.prober.probe.result import MAX_OUTPUT_LENGTH, ProbeError, Result
 from kubelet_trio.prober.probe.tcp import dial_error_output, join_host_port
 
+if TYPE_CHECKING:
+    import httpx
+
 __all__ = [
     "KUBE_VERSION",
     "MAX_REDIRECTS",
     "HttpRequest",
+    "SharedClient",
     "http_get",
     "http_probe",
     "http_timeout_output",
     "new_client",
+    "open_shared_client",
     "request_for_action",
     "resolve_container_port",
 ]
@@ -43,6 +52,8 @@ HttpRequest = tuple[str, dict[str, str]]
 
 def new_client() -> httpx.AsyncClient:
     """The prober's client: no certificate checks, no keep-alive, no proxies from the environment."""
+    import httpx
+
     return httpx.AsyncClient(
         verify=False,
         trust_env=False,
@@ -50,6 +61,33 @@ def new_client() -> httpx.AsyncClient:
         timeout=None,  # the caller's Trio deadline is the timeout
         limits=httpx.Limits(max_keepalive_connections=0),
     )
+
+
+@attrs.define(eq=False)
+class SharedClient:
+    """One :func:`new_client` for many probes, made at the first one (:func:`open_shared_client`)."""
+
+    _client: httpx.AsyncClient | None = None
+
+    def get(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = new_client()
+        return self._client
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+
+@contextlib.asynccontextmanager
+async def open_shared_client() -> AsyncIterator[SharedClient]:
+    """A :class:`SharedClient`, closed when the block exits."""
+    shared = SharedClient()
+    try:
+        yield shared
+    finally:
+        await shared.aclose()
 
 
 def resolve_container_port(port: int | str | None, container: Container) -> int:
@@ -114,6 +152,8 @@ async def http_get(
 ) -> tuple[httpx.Response, bytes]:
     """GET, following redirects to the same host only (Go's ``RedirectChecker(false)``). Raises
     httpx.HTTPError, or ValueError after 10 redirects."""
+    import httpx
+
     first_host = httpx.URL(url).host
     current = url
     for hop in range(MAX_REDIRECTS + 1):
@@ -135,6 +175,8 @@ def http_timeout_output(request: HttpRequest) -> str:
 
 async def http_probe(client: httpx.AsyncClient, request: HttpRequest) -> tuple[Result, str]:
     """``DoHTTPProbe``."""
+    import httpx
+
     url, headers = request
     try:
         response, body = await http_get(client, url, headers)
