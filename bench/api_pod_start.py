@@ -158,7 +158,11 @@ def wait_node_ready(plane: ControlPlane, node: str, proc: subprocess.Popen[bytes
 
 @contextmanager
 def trio_kubelet(
-    plane: ControlPlane, cri: LocalCriEnvironment, workdir: Path, log_dir: Path | None
+    plane: ControlPlane,
+    cri: LocalCriEnvironment,
+    workdir: Path,
+    log_dir: Path | None,
+    extra_args: Sequence[str] = (),
 ) -> Iterator[subprocess.Popen[bytes]]:
     """``python -m kubelet_trio --kubeconfig`` as users run it, until its node is Ready."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -173,6 +177,7 @@ def trio_kubelet(
         "--healthz-port", "0",
         "--port", str(free_port()),
         "--fail-swap-on=false",
+        *extra_args,
     ]  # fmt: skip
     with log.open("wb") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -448,6 +453,13 @@ def main() -> int:
     parser.add_argument("--skip-go-default-qps", action="store_true", help="no Go kubelet run at QPS 5")
     parser.add_argument("--api", choices=("auto", "envtest", "fake"), default="auto")
     parser.add_argument("--log-dir", type=Path, default=None, help="keep the kubelets' logs here")
+    parser.add_argument(
+        "--trio-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="one more argument for kubelet-trio (repeatable), e.g. --trio-arg=--v=4 with --log-dir",
+    )
     parser.add_argument("--profile", type=Path, default=None, help="py-spy raw output of an extra run")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -519,7 +531,7 @@ def _trio_benchmarks(
         image = cri.images.busybox
         for n in sizes:
             results[n]["cri_floor"] = floor_series(cri.endpoint, image, n, args.runs, workdir)
-        with trio_kubelet(plane, cri, workdir / "trio", args.log_dir) as proc:
+        with trio_kubelet(plane, cri, workdir / "trio", args.log_dir, args.trio_arg) as proc:
             if args.steady_seconds > 0:  # first: no leftovers of earlier pods for the kubelet to clean up
                 steady["kubelet_trio"] = steady_state(plane, TRIO_NODE, image, proc.pid, args.steady_seconds)
             for n in sizes:

@@ -50,6 +50,7 @@ from kubelet_trio.fsio import run_inline
 from kubelet_trio.kubelet import KubeletConfig
 from kubelet_trio.kubelet_builder import KubeletDeps, KubeletNode, open_kubelet
 from kubelet_trio.logs import configure_logging, kv
+from kubelet_trio.metrics import KubeletMetrics
 from kubelet_trio.nodestatus import MachineInfo
 from kubelet_trio.sim.tracking import ChangeTrackingSimRuntime
 
@@ -152,6 +153,7 @@ async def open_sim_nodes(
                     pod_config=PodConfig(sources=(API_SOURCE,), now=clock.now),
                     clock=clock,
                     run_sync=run_inline,
+                    metrics=KubeletMetrics(enabled=bool(config.port or config.read_only_port)),
                     api_client=client,
                     api_options=ApiModeOptions(
                         node_labels=settings.node_labels,

@@ -6,8 +6,9 @@ TLS, metrics exposition), and one with only ``/healthz`` loads no TLS.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kubelet_trio.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from kubelet_trio.server.app import healthz_app, read_only_app
@@ -26,10 +27,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = ["check_health", "healthz_app", "read_only_app", "serve_app", "serve_kubelet_http"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kubelet_trio.server' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once: later lookups skip __getattr__
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
