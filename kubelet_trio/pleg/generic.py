@@ -158,6 +158,7 @@ class GenericPLEG:
     _listed_token: Hashable = attrs.field(init=False, default=None)
     #: Relists answered from an unchanged ``change_token`` without listing the runtime.
     skipped_relists: int = attrs.field(init=False, default=0)
+    reused_inspections: int = attrs.field(init=False, default=0)  # changed pods a worker had just inspected
 
     def __attrs_post_init__(self) -> None:
         self._send, self._receive = trio.open_memory_channel[PodLifecycleEvent](self.channel_capacity)
@@ -242,7 +243,7 @@ class GenericPLEG:
                 if record.current is None:
                     del self._records[uid]  # an empty pod disappeared: nothing to report
                 continue
-            status = await self._update_cache(uid, record.current)
+            status = await self._update_cache(uid, record.current, timestamp)
             if status is None and record.current is not None:
                 # Inspection failed: keep the old record so the same events come back next relist.
                 still_failing.add(uid)
@@ -261,12 +262,19 @@ class GenericPLEG:
         # Only now is every changed pod in the cache: release readers waiting for this relist.
         self.cache.update_time(timestamp)
 
-    async def _update_cache(self, uid: str, pod: RuntimePod | None) -> PodStatus | None:
-        """Write the pod's fresh status to the cache; ``None`` when it vanished or inspection failed."""
+    async def _update_cache(self, uid: str, pod: RuntimePod | None, listed_at: float) -> PodStatus | None:
+        """Write the pod's fresh status to the cache; ``None`` when it vanished or inspection failed.
+
+        A pod a worker inspected after this listing began (right after its own actions) is not inspected
+        again: that entry already shows all the listing saw, and the runtime is spared the calls."""
         if pod is None:
             logger.debug("PLEG: delete status for pod", extra=kv(pod_uid=uid))
             self.cache.delete(uid)
             return None
+        entry = self.cache.get_entry(uid)
+        if entry is not None and entry.error is None and entry.modified > listed_at:
+            self.reused_inspections += 1
+            return entry.status
         timestamp = trio.current_time()  # the status is at least this fresh (Go takes now() here too)
         try:
             status = await self.runtime.get_pod_status(pod.uid, pod.name, pod.namespace)

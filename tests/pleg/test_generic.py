@@ -198,6 +198,30 @@ async def test_only_changed_pods_are_inspected(autojump_clock: trio.testing.Mock
     assert drain(pleg)[-1] == PodLifecycleEvent("p1", T.CONTAINER_DIED, "a")
 
 
+async def test_a_pod_a_worker_inspected_during_the_listing_is_not_inspected_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    runtime = FakeRuntime(pods=[pod(c("a", S.RUNNING), uid="p1"), pod(c("b", S.RUNNING), uid="p2")])
+    pleg, cache = make(runtime)
+    await pleg.relist()
+    runtime.status_calls.clear()
+    runtime.pods = [pod(c("a", S.EXITED), uid="p1"), pod(c("b", S.EXITED), uid="p2")]
+    runtime.list_delay = 1.0
+    workers_view = PodStatus(uid="p1", name="web", namespace="default")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(pleg.relist)
+        await trio.sleep(0.5)  # the listing has begun: p1's worker inspects it after acting on it
+        cache.set("p1", workers_view, None, trio.current_time())
+        before_listing = trio.current_time() - 0.6
+        cache.set("p2", PodStatus(uid="p2", name="web", namespace="default"), None, before_listing)
+    assert runtime.status_calls == ["p2"]  # p2's entry predates the listing: inspected again
+    assert pleg.reused_inspections == 1
+    assert cache.get("p1") is workers_view
+    events = drain(pleg)
+    assert PodLifecycleEvent("p1", T.CONTAINER_DIED, "a") in events
+    assert PodLifecycleEvent("p2", T.CONTAINER_DIED, "b") in events
+
+
 # --- errors ----------------------------------------------------------------------------------------
 
 
