@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kubelet_trio.client.client import (
+    IDLE_CONNECTION_TIMEOUT,
     JSON,
     MERGE_PATCH,
     REQUEST_TIMEOUT,
@@ -37,6 +38,7 @@ __all__ = [
     "DEFAULT_QPS",
     "DELETED",
     "ERROR",
+    "IDLE_CONNECTION_TIMEOUT",
     "JSON",
     "MERGE_PATCH",
     "MODIFIED",

@@ -55,6 +55,11 @@ MERGE_PATCH = "application/merge-patch+json"
 #: Deadline of one attempt (client-go's default is none; the kubelet's heartbeat client uses the lease
 #: duration). Watches are bounded by their own ``timeoutSeconds`` instead.
 REQUEST_TIMEOUT = 60.0
+#: How long an idle connection is kept for the next request. httpx's default (5 s) is shorter than the
+#: kubelet's 10 s heartbeat and status period, so each of those paid a new TLS handshake; client-go keeps
+#: idle connections 90 s, as long as kube-apiserver does: stay below that, so the server never closes one
+#: the client is about to reuse.
+IDLE_CONNECTION_TIMEOUT = 60.0
 #: How long a tokenFile's content is trusted before it is read again (client-go: 1 min).
 TOKEN_FILE_REFRESH = 60.0
 
@@ -367,8 +372,11 @@ async def open_api_client(
     if config is not None and config.uses_tls and transport is None:
         verify = make_ssl_context(config)
     token = _Token(static=config.token, file=config.token_file) if config else _Token()
+    limits = httpx.Limits(
+        max_connections=100, max_keepalive_connections=20, keepalive_expiry=IDLE_CONNECTION_TIMEOUT
+    )
     async with httpx.AsyncClient(
-        base_url=base_url, transport=transport, verify=verify, timeout=None, trust_env=False
+        base_url=base_url, transport=transport, verify=verify, timeout=None, trust_env=False, limits=limits
     ) as http:
         yield ApiClient(
             http,

@@ -35,6 +35,7 @@ from kubelet_trio import defaults
 from kubelet_trio.api.quantity import Quantity
 from kubelet_trio.apimode import ApiModeOptions
 from kubelet_trio.client import (
+    IDLE_CONNECTION_TIMEOUT,
     ApiClient,
     KubeConfig,
     KubeConfigError,
@@ -395,7 +396,11 @@ class SplitPool(httpx.AsyncBaseTransport):
 
 def split_pool(config: KubeConfig) -> SplitPool:
     verify: ssl.SSLContext | bool = make_ssl_context(config) if config.uses_tls else True
-    limits = httpx.Limits(max_connections=POOL_CONNECTIONS, max_keepalive_connections=POOL_CONNECTIONS)
+    limits = httpx.Limits(
+        max_connections=POOL_CONNECTIONS,
+        max_keepalive_connections=POOL_CONNECTIONS,
+        keepalive_expiry=IDLE_CONNECTION_TIMEOUT,
+    )
     shards = [
         _Shard(httpx.AsyncHTTPTransport(verify=verify, limits=limits), trio.Semaphore(POOL_CONNECTIONS))
         for _ in range(REQUEST_CONNECTIONS // POOL_CONNECTIONS)
