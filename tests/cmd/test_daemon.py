@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,15 +13,10 @@ import pytest
 import trio
 
 from kubelet_trio.testing.env import LocalCriEnvironment, remove_all_pods, running_containers
+from kubelet_trio.testing.registry import free_port
 from tests.runonce.pods import WEB, write_manifests
 
 STOP_WITHIN = 2.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_daemon(tmp_path: Path, *flags: str) -> subprocess.Popen[str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import trio
 from kubelet_trio.cri.remote import open_cri_runtime
 from kubelet_trio.testing.env import LocalCriEnvironment, remove_all_pods
 from kubelet_trio.testing.node import SimNode, open_node
+from kubelet_trio.testing.registry import free_port
 
 pytestmark = pytest.mark.containerd
 
@@ -27,12 +27,6 @@ MONITOR_INTERVAL = 1.0  # the configuration file's floor is 3s; the node takes a
 # ~110 bytes a line, up to 100 lines a second (some 70 here): ~8 KiB per 1 s round, twice MAX_SIZE
 SCRIPT = 'pad=$(printf "%0100d" 0); i=0; while true; do echo "line $i $pad"; i=$((i+1)); usleep 10000; done'
 LINE = re.compile(r"^line (\d+) 0{100}$")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def numbers(text: str) -> list[int]:

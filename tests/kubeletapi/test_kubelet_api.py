@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import socket
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from kubelet_trio.options import component_configs, load_options
 from kubelet_trio.server.auth import request_attributes
 from kubelet_trio.testing.fakeapi.server import FAKE_URL, open_fake_api
 from kubelet_trio.testing.node import SimNode, open_sim_node
+from kubelet_trio.testing.registry import free_port
 from tests.apiserver.harness import MACHINE, node_ready, open_api_node, pod_manifest
 from tests.apiserver.pod_status import running
 
@@ -31,12 +31,6 @@ TALKER = {
     "spec": {"containers": [{"name": "app", "image": "registry.sim/busybox:1.36"}]},
 }
 LOGS = "/containerLogs/default/talk/app"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def server_files(ca: trustme.CA, tmp_path: Path) -> dict[str, str]:

@@ -26,7 +26,7 @@ from kubelet_trio.containerd.network import CLAIMS_DIR, bridge_name, host_links,
 from kubelet_trio.testing import images as test_images
 from kubelet_trio.testing.containerd import PrivateContainerd
 from kubelet_trio.testing.env import missing_prerequisites, remove_all_pods
-from kubelet_trio.testing.registry import LocalRegistry
+from kubelet_trio.testing.registry import LocalRegistry, free_port
 from tests.runonce.pods import WEB, write_manifest
 
 pytestmark = pytest.mark.containerd
@@ -47,14 +47,6 @@ def registry(
         yield registry, test_images.push_test_images(registry.address)
     finally:
         registry.stop()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def containerd_pids(socket: Path) -> list[int]:

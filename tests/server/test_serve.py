@@ -8,13 +8,8 @@ from pathlib import Path
 import httpx
 import trio
 
+from kubelet_trio.testing.registry import free_port
 from tests.server.harness import open_test_node, pod_manifest
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_servers_listen_where_configured_and_follow_streams(tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import httpx
@@ -14,17 +13,12 @@ from kubelet_trio.cri.remote import open_cri_runtime
 from kubelet_trio.kuberuntime.labels import node_selector
 from kubelet_trio.testing.env import LocalCriEnvironment
 from kubelet_trio.testing.node import open_node
+from kubelet_trio.testing.registry import free_port
 
 pytestmark = pytest.mark.containerd
 
 NODE = "server-logs"
 SCRIPT = "echo one; echo two; sleep 1; echo three; sleep 1; echo four >&2; exit 0"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_container_logs_of_a_real_container(cri_env: LocalCriEnvironment, tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import httpx
@@ -15,17 +14,12 @@ from kubelet_trio.cri.remote import open_cri_runtime
 from kubelet_trio.kuberuntime.labels import node_selector
 from kubelet_trio.testing.env import LocalCriEnvironment
 from kubelet_trio.testing.node import open_node
+from kubelet_trio.testing.registry import free_port
 
 pytestmark = pytest.mark.containerd
 
 NODE = "stats-node"
 SCRIPT = "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 3600"  # some CPU time, then idle
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_usage_of_a_running_busybox(cri_env: LocalCriEnvironment, tmp_path: Path) -> None:
