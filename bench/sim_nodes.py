@@ -36,29 +36,16 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from _common import py_spy_record, summarize_raw_profile
+from _common import proc_cpu_seconds, proc_rss_mb, py_spy_record, summarize_raw_profile
 
 from kubelet_trio.client import ApiClient, ApiClientError, load_kubeconfig, open_api_client
 from kubelet_trio.testing.envtest import EnvtestCluster, assets, start_envtest
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
 CREATE_CONCURRENCY = 50
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of ``pid`` and its reaped children, in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    utime, stime = int(fields[11]), int(fields[12])
-    return (utime + stime) / CLK_TCK
-
-
-def rss_mb(pid: int) -> float:
-    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE / 2**20
-
-
 def usage(groups: dict[str, list[int]]) -> dict[str, float]:
-    return {name: sum(cpu_seconds(p) for p in pids) for name, pids in groups.items()}
+    return {name: sum(proc_cpu_seconds(p) for p in pids) for name, pids in groups.items()}
 
 
 def measure(
@@ -70,7 +57,7 @@ def measure(
     return {
         name: {
             "cpu_percent": round(100 * (now[name] - since[name]) / elapsed, 1),
-            "rss_mb": round(sum(rss_mb(p) for p in pids), 1),
+            "rss_mb": round(sum(proc_rss_mb(p) for p in pids), 1),
         }
         for name, pids in groups.items()
     }
