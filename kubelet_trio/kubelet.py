@@ -320,6 +320,7 @@ class Kubelet:
             run_sync=self.run_sync,
             events=self.record_event,
             probe_results=self.probe_manager.results,
+            on_container_stopped=self.probe_manager.container_stopped,
             hooks=HandlerRunner(runtime=self.runtime, pod_ips=self._pod_ips),
             run_options=RunOptionsGenerator(
                 root_dir=self.config.root_dir,
@@ -847,7 +848,7 @@ class Kubelet:
 
     def generate_status(self, pod: Pod, runtime_status: PodStatus, *, terminal: bool = False) -> ApiPodStatus:
         old = self.status_manager.get(pod.uid) or pod.status
-        readiness, started = self.probe_manager.probe_status(pod)
+        readiness, started = self.probe_manager.probe_status(pod, runtime_status)
         return generate_api_pod_status(
             pod,
             runtime_status,

@@ -393,9 +393,12 @@ class PodWorkers:
 
     async def _status_for(self, status: PodSyncStatus, work_type: WorkType) -> PodStatus:
         """Runtime status newer than the pod's last sync: the cache's (written by the relist, or by the
-        syncer right after its actions), else, for a terminating pod, an inspection made now."""
+        syncer right after its actions; or any entry once a relist has completed since, as Go's
+        ``GetNewerThan``), else, for a terminating pod, an inspection made now rather than wait."""
         entry = self.cache.get_entry(status.uid)
-        fresh_enough = entry is not None and entry.modified > status.last_sync_time
+        fresh_enough = self.cache.timestamp > status.last_sync_time or (
+            entry is not None and entry.modified > status.last_sync_time
+        )
         if not fresh_enough and work_type is WorkType.TERMINATING and self.inspect is not None:
             assert status.pod is not None
             inspected = await self.inspect(status.pod)

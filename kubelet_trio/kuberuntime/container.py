@@ -162,7 +162,7 @@ def generate_container_config(
 ) -> pb.ContainerConfig:
     """The CRI ``ContainerConfig`` of instance ``restart_count`` of ``container``.
 
-    ``image_ref`` is what ``ensure_image_exists`` returned (the runtime's image id);
+    ``image_ref`` is the runtime's image id ``ensure_image_exists`` returned;
     ``user_specified_image`` keeps the spec's spelling. Command and args pass through unexpanded unless
     ``options`` says otherwise. ``image_user`` is who the image runs as (used when the security context
     sets no ``runAsUser``). ``target_id``: the container whose PID namespace an ephemeral container joins.
@@ -226,6 +226,8 @@ class ContainerLifecycle:
     hooks: HookRunner | None = None
     run_options: RunOptionsProvider = plain_run_options
     run_sync: RunSync = run_in_thread  # file operations on log directories (see kubelet_trio.fsio)
+    # ``(pod uid, container id)`` once StopContainer has returned (the probe manager stops exec'ing)
+    on_stopped: Callable[[str, str], None] | None = None
 
     def event(self, pod: Pod | None, type_: str, reason: str, message: str) -> None:
         if self.events is not None and pod is not None:
@@ -251,7 +253,7 @@ class ContainerLifecycle:
         name = container.name or ""
         ctx = {**_pod_ctx(pod), "container": name}
         try:
-            image_ref = await self.images.ensure_image_exists(pod, container, sandbox_config)
+            ensured = await self.images.ensure_image_exists(pod, container, sandbox_config)
         except ImageError as err:
             self.event(pod, "Warning", "Failed", f"Error: {err.reason}")
             raise StartContainerError(err.reason, err.message, err.backoff_until) from err
@@ -269,7 +271,11 @@ class ContainerLifecycle:
 
         target_id = self._target_id(pod, container, status)
         try:
-            image_user = await self._image_user(image_ref)
+            image_user = (
+                ImageUser.from_image(ensured.image)
+                if ensured.image is not None
+                else await self._image_user(ensured.ref)
+            )
             verify_run_as_non_root(pod, container, image_user)
             options = await self.run_options(pod, container, pod_ip)
             await self.run_sync(make_dirs, log_dir)
@@ -282,7 +288,7 @@ class ContainerLifecycle:
             pod,
             container,
             restart_count,
-            image_ref=image_ref,
+            image_ref=ensured.ref,
             node_name=self.node_name,
             options=options,
             image_user=image_user,
@@ -421,6 +427,8 @@ class ContainerLifecycle:
         logger.info("killing container", extra=kv(**ctx, grace_period=grace))
         with contextlib.suppress(cri_errors.NotFoundError):
             await self.runtime.stop_container(target.id, grace)
+        if self.on_stopped is not None:
+            self.on_stopped(pod.uid, target.id)
         if ordering is not None:
             ordering.terminated(target.name)
 

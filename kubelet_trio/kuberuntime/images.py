@@ -1,6 +1,7 @@
 """The image manager: pull policy, reference defaulting and pull backoff (Go: ``images/image_manager.go``).
 
-``ensure_image_exists`` returns the image reference to create the container from, or raises
+``ensure_image_exists`` returns the image reference to create the container from (with the image's
+ImageStatus when it was already present, which names the image's user), or raises
 :class:`ImageError` whose ``reason`` is what the container's ``waiting.reason`` shows:
 
 - ``InvalidImageName``: the reference does not parse;
@@ -44,6 +45,7 @@ __all__ = [
     "ERR_IMAGE_PULL_BACKOFF",
     "ERR_INVALID_IMAGE_NAME",
     "ERR_REGISTRY_UNAVAILABLE",
+    "EnsuredImage",
     "EventSink",
     "ImageError",
     "ImageManager",
@@ -150,6 +152,15 @@ def _pull_error(container: Container, err: cri_errors.CriError) -> tuple[str, st
     return ERR_IMAGE_PULL, str(err)
 
 
+@attrs.frozen
+class EnsuredImage:
+    """What the container is created from: the runtime's image id, and the ImageStatus that found it
+    present (None after a pull), so the image's user need not be asked for again."""
+
+    ref: str
+    image: pb.Image | None = None
+
+
 @attrs.define(eq=False)
 class ImageManager:
     runtime: ImageService
@@ -168,7 +179,7 @@ class ImageManager:
 
     async def ensure_image_exists(
         self, pod: Pod, container: Container, sandbox_config: pb.PodSandboxConfig | None = None
-    ) -> str:
+    ) -> EnsuredImage:
         """Make sure the container's image is present per its pull policy; return its image ref (id)."""
         user_image = container.image or ""
         ctx = {"pod": kobj(pod), "uid": pod.uid, "container": container.name, "image": user_image}
@@ -197,7 +208,7 @@ class ImageManager:
                 self._event(
                     pod, "Normal", "Pulled", f'Container image "{user_image}" already present on machine'
                 )
-                return image_ref
+                return EnsuredImage(image_ref, found)
             msg = f'Container image "{user_image}" is not present with pull policy of Never'
             logger.warning("image absent with pull policy Never", extra=kv(**ctx))
             self._event(pod, "Warning", ERR_IMAGE_NEVER_PULL, msg)
@@ -236,4 +247,4 @@ class ImageManager:
         )
         logger.info("pulled image", extra=kv(**ctx, ref=ref))
         self.backoff.gc()
-        return ref
+        return EnsuredImage(ref)

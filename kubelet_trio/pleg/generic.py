@@ -117,6 +117,18 @@ def compute_events(uid: str, old: RuntimePod | None, new: RuntimePod | None) -> 
     return events
 
 
+def _agrees(status: PodStatus, pod: RuntimePod) -> bool:
+    """An inspection shows the same container and sandbox instances as a listing, in the same states
+    (what is fixed once a state is reached, such as an exit code, cannot have changed in between)."""
+    containers = {c.id: c.state for c in status.container_statuses}
+    sandboxes = {
+        s.id: ContainerState.RUNNING if s.ready else ContainerState.EXITED for s in status.sandbox_statuses
+    }
+    return containers == {c.id: c.state for c in pod.containers} and sandboxes == {
+        s.id: s.state for s in pod.sandboxes
+    }
+
+
 @attrs.define
 class _PodRecord:
     old: RuntimePod | None = None
@@ -265,14 +277,19 @@ class GenericPLEG:
     async def _update_cache(self, uid: str, pod: RuntimePod | None, listed_at: float) -> PodStatus | None:
         """Write the pod's fresh status to the cache; ``None`` when it vanished or inspection failed.
 
-        A pod a worker inspected after this listing began (right after its own actions) is not inspected
+        A pod a worker inspected after this listing began (right after its own actions), or whose entry
+        shows exactly the containers and sandboxes of the listing in the same states, is not inspected
         again: that entry already shows all the listing saw, and the runtime is spared the calls."""
         if pod is None:
             logger.debug("PLEG: delete status for pod", extra=kv(pod_uid=uid))
             self.cache.delete(uid)
             return None
         entry = self.cache.get_entry(uid)
-        if entry is not None and entry.error is None and entry.modified > listed_at:
+        if (
+            entry is not None
+            and entry.error is None
+            and (entry.modified > listed_at or _agrees(entry.status, pod))
+        ):
             self.reused_inspections += 1
             return entry.status
         timestamp = trio.current_time()  # the status is at least this fresh (Go takes now() here too)

@@ -25,6 +25,7 @@ from kubelet_trio.api.status import PodStatus as ApiPodStatus
 from kubelet_trio.api.timefmt import parse_rfc3339
 from kubelet_trio.clock import WallClock
 from kubelet_trio.container.cache import PodCache
+from kubelet_trio.container.types import ContainerState, PodStatus
 from kubelet_trio.cri.runtime import RuntimeService
 from kubelet_trio.logs import kobj, kv
 from kubelet_trio.prober.metrics import ProbeMetrics
@@ -174,15 +175,24 @@ class ProbeManager:
     def workers(self, uid: str | None = None) -> list[ProbeWorker]:
         return [w for key, w in self._workers.items() if uid is None or key[0] == uid]
 
+    def container_stopped(self, uid: str, container_id: str) -> None:
+        """The kubelet stopped this container: its workers stop exec'ing into it (every try would err,
+        and an error is no result) until the status shows what became of it."""
+        for key, worker in self._workers.items():
+            if key[0] == uid and worker.container_id == container_id:
+                worker.stopped = True
+
     def trigger(self, uid: str, container: str, kind: ProbeKind) -> None:
         worker = self._workers.get((uid, container, kind))
         if worker is not None:
             worker.trigger()
 
-    def probe_status(self, pod: Pod) -> tuple[dict[str, bool], dict[str, bool]]:
+    def probe_status(self, pod: Pod, runtime_status: PodStatus) -> tuple[dict[str, bool], dict[str, bool]]:
         """``(readiness, started)`` by container ID for status generation (``UpdatePodStatus``).
 
-        A readiness worker whose container is not ready is asked to probe at once, as Go does.
+        A readiness worker whose container runs but is not ready is asked to probe at once, as Go does;
+        not one whose container has stopped (every status generation of a terminating pod would
+        otherwise exec into it).
         """
         readiness = {
             cid: r is ProbeResult.SUCCESS
@@ -194,6 +204,13 @@ class ProbeManager:
         }
         for container in _probed_containers(pod):
             worker = self._workers.get((pod.uid, container.name or "", ProbeKind.READINESS))
-            if worker is not None and not readiness.get(worker.container_id, False):
+            if worker is None:
+                continue
+            current = runtime_status.find(container.name or "")
+            if (
+                current is not None
+                and current.state is ContainerState.RUNNING
+                and not readiness.get(current.id, False)
+            ):
                 worker.trigger()
         return readiness, started

@@ -12,7 +12,8 @@ is Go's ``doProbe``:
 5. pod being deleted → liveness/startup report Success and exit (a quiet shutdown);
 6. within ``initialDelaySeconds`` of the container's start → wait;
 7. startup gating: a started container's startup probe idles, an unstarted one's liveness/readiness do;
-8. probe (an error is thrown away), count the run, store at the threshold.
+8. the kubelet has stopped the container (the status does not show it yet) → wait, no exec;
+9. probe (an error is thrown away), count the run, store at the threshold.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class ProbeWorker:
     last_result: ProbeResult | None = None
     result_run: int = 0
     on_hold: bool = False
+    stopped: bool = False  # the kubelet stopped this container (no exec until the next one)
     probes_run: int = 0  # for tests and metrics
     scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
     _trigger: trio.Event = attrs.Factory(trio.Event)
@@ -152,7 +154,7 @@ class ProbeWorker:
             if self.container_id:
                 self.manager.results.remove(self.kind, self.container_id)
             self.container_id = container_id
-            self.on_hold = False  # a new container: probe again (the run count carries on, as in Go)
+            self.on_hold = self.stopped = False  # a new container: probe again (the run count carries on)
             await self._set(INITIAL_RESULTS[self.kind])
         if self.on_hold:
             return True
@@ -177,6 +179,8 @@ class ProbeWorker:
                 return True  # started: the startup probe idles (it stays for the next instance)
         elif self.kind is not ProbeKind.STARTUP:
             return True  # not started yet: liveness and readiness wait
+        if self.stopped:
+            return True
         pod_ip = status.pod_ip or ""
         self.probes_run += 1
         try:

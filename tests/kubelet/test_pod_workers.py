@@ -163,6 +163,37 @@ async def test_deletion_uses_the_pod_grace_period(
     assert status is not None and status.deleted and status.terminated_at == 20.0
 
 
+async def test_a_terminating_pod_is_inspected_only_when_no_relist_followed_its_last_sync(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Go waits for a relist newer than the last sync; this kubelet inspects at once instead, but only
+    when the cache is not already that fresh."""
+    syncer, cache = RecordingSyncer(), PodCache()
+    inspected: list[tuple[float, str]] = []
+
+    async def inspect(pod: Pod) -> RuntimePodStatus:
+        inspected.append((trio.current_time(), pod.uid))
+        return RuntimePodStatus(uid=pod.uid)
+
+    workers = PodWorkers(syncer, cache, jitter=0.0, inspect=inspect)
+    await nursery.start(workers.run)
+    cache.update_time(0.0)
+    harness = Harness(workers, syncer, cache)
+    harness.update(UpdateType.CREATE, make_pod("a", grace=1))
+    await trio.sleep(1)
+    cache.update_time(1.0)  # a relist after a's last sync
+    harness.update(UpdateType.CREATE, make_pod("b", grace=1))
+    await trio.sleep(1)
+    for uid in ("a", "b"):
+        harness.update(UpdateType.UPDATE, make_pod(uid, grace=1, deleted=True))
+    await trio.sleep(0.5)
+    cache.update_time(math.inf)  # relists from now on (the terminated cleanup waits for one)
+    await workers.wait_finished("a")
+    await workers.wait_finished("b")
+    assert inspected == [(2.0, "b")]
+    assert [call for _, call, _ in syncer.of("a")] == ["sync", "terminating", "terminated"]
+
+
 async def test_deletion_grace_override_and_kill_override(
     harness: Harness, autojump_clock: trio.testing.MockClock
 ) -> None:

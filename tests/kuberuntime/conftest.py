@@ -32,9 +32,15 @@ NODE = "node-a"
 
 @attrs.define(eq=False, kw_only=True)
 class RecordingSim(SimRuntime):
-    """SimRuntime that records StopContainer calls as ``(trio time, container id, timeout)``."""
+    """SimRuntime that records StopContainer calls as ``(trio time, container id, timeout)`` and the
+    image each ImageStatus asked for."""
 
     stop_calls: list[tuple[float, str, int]] = attrs.field(factory=list, init=False)
+    image_status_calls: list[str] = attrs.field(factory=list, init=False)
+
+    async def image_status(self, image: pb.ImageSpec, verbose: bool = False) -> pb.Image | None:
+        self.image_status_calls.append(image.image)
+        return await super().image_status(image, verbose)
 
     async def stop_container(self, container_id: str, timeout_seconds: int) -> None:
         self.stop_calls.append((trio.current_time(), container_id, timeout_seconds))

@@ -33,6 +33,23 @@ def start_errors(result: PodSyncResult) -> dict[str, tuple[str, str]]:
     return {s.target: (s.error, s.message) for s in result.steps if s.action == "StartContainer" and s.error}
 
 
+async def test_an_image_found_present_is_inspected_once_per_start(
+    make_env: EnvFactory, autojump_clock: MockClock
+) -> None:
+    """The ImageStatus that found the image also names its user; only after a pull is it asked again."""
+    pulled = await make_env()
+    assert started(await pulled.sync(make_pod([app()], scripts={"app": "run"}))) == ["app"]
+    image = await pulled.sim.image_status(pb.ImageSpec(image=IMAGE))
+    assert image is not None
+    assert pulled.sim.image_status_calls == [IMAGE, image.id, IMAGE]
+
+    present = await make_env(preloaded_images=[IMAGE])
+    pod = make_pod([app(), app("side")], scripts={"app": "run", "side": "run"})
+    assert started(await present.sync(pod)) == ["app", "side"]
+    assert present.sim.image_status_calls == [IMAGE, IMAGE]
+    assert all(c.image_ref for c in (await present.status(pod)).container_statuses)
+
+
 async def test_creates_sandbox_and_containers_with_labels_annotations_and_log_paths(
     env: Env, autojump_clock: MockClock
 ) -> None:

@@ -222,6 +222,40 @@ async def test_a_pod_a_worker_inspected_during_the_listing_is_not_inspected_agai
     assert PodLifecycleEvent("p2", T.CONTAINER_DIED, "b") in events
 
 
+async def test_an_earlier_inspection_that_agrees_with_the_listing_is_reused(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A worker inspected after starting ``a`` but before the listing began: same instances, same states,
+    so not inspected again; ``p2``'s entry shows ``b`` still running, so it is."""
+    runtime = FakeRuntime(pods=[pod(uid="p1"), pod(c("b", S.RUNNING), uid="p2")])
+    pleg, cache = make(runtime)
+    await pleg.relist()
+    runtime.status_calls.clear()
+    sandbox = SandboxStatus(id="sb", attempt=0, ready=True)
+    workers_view = PodStatus(
+        uid="p1",
+        name="web",
+        namespace="default",
+        container_statuses=(ContainerStatus(id="a", name="app", state=S.RUNNING),),
+        sandbox_statuses=(sandbox,),
+    )
+    cache.set("p1", workers_view, None, trio.current_time())
+    stale = PodStatus(uid="p2", container_statuses=(ContainerStatus(id="b", name="app", state=S.RUNNING),))
+    cache.set("p2", stale, None, trio.current_time())
+    await trio.sleep(1)
+    runtime.pods = [
+        pod(c("a", S.RUNNING), sandboxes=(c("sb", S.RUNNING),), uid="p1"),
+        pod(c("b", S.EXITED), uid="p2"),
+    ]
+    await pleg.relist()
+    assert runtime.status_calls == ["p2"]
+    assert pleg.reused_inspections == 1
+    assert cache.get("p1") is workers_view
+    events = drain(pleg)
+    assert PodLifecycleEvent("p1", T.CONTAINER_STARTED, "a") in events
+    assert PodLifecycleEvent("p2", T.CONTAINER_DIED, "b") in events
+
+
 # --- errors ----------------------------------------------------------------------------------------
 
 

@@ -266,3 +266,31 @@ async def test_deleted_pod_is_not_restarted_by_liveness(autojump_clock: trio.tes
         assert killing == []  # liveness stopped when termination began
         assert [timeout for _, _, timeout in env.sim.stops] == [10]
         assert trio.current_time() - deleted_at <= 12
+
+
+async def test_readiness_stops_exec_into_a_container_the_kubelet_stopped(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``quick`` exits on SIGTERM at once, ``slow`` holds the kill for its 10 s grace period: until then
+    the status still shows ``quick`` running, yet its readiness probe no longer execs into it."""
+    async with open_probe_node() as env:
+        node, sim = env.node, env.sim
+        probe = exec_probe("ready?", periodSeconds=1)
+        (pod,) = await node.apply(
+            pod_manifest(
+                "pair",
+                [container("quick", readinessProbe=probe), container("slow")],
+                scripts={"quick": "run; exec ready? -> 0", "slow": "ignore-sigterm"},
+            )
+        )
+        status = await node.wait_for(pod, lambda s: bool(container_status(s, "quick").ready))
+        quick = bare_id(status, "quick")
+        await trio.sleep_until(10.5)
+        await node.delete(pod, grace_period_seconds=10)
+        await node.wait_terminated(pod)
+        (stopped_at,) = [t for t, cid, _ in sim.stops if cid == quick]
+        probed = [t for t, cid, _ in sim.execs if cid == quick]
+        assert probed[-1] <= stopped_at and len(probed) >= 10
+        assert trio.current_time() - stopped_at >= 10  # the kill waited for "slow" meanwhile
+        errored = [m for _, m in env.events.reasons("Unhealthy", "pair") if "errored" in m]
+        assert errored == []
