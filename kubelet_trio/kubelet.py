@@ -320,6 +320,7 @@ class Kubelet:
             run_sync=self.run_sync,
             events=self.record_event,
             probe_results=self.probe_manager.results,
+            on_container_started=self.probe_manager.container_started,
             on_container_stopped=self.probe_manager.container_stopped,
             hooks=HandlerRunner(runtime=self.runtime, pod_ips=self._pod_ips),
             run_options=RunOptionsGenerator(

@@ -226,6 +226,9 @@ class ContainerLifecycle:
     hooks: HookRunner | None = None
     run_options: RunOptionsProvider = plain_run_options
     run_sync: RunSync = run_in_thread  # file operations on log directories (see kubelet_trio.fsio)
+    # ``(pod uid, container name, container id, pod IP)`` once a container has started (and its postStart
+    # hook ran): the probe manager checks it at once
+    on_started: Callable[[str, str, str, str], None] | None = None
     # ``(pod uid, container id)`` once StopContainer has returned (the probe manager stops exec'ing)
     on_stopped: Callable[[str, str], None] | None = None
 
@@ -312,6 +315,8 @@ class ContainerLifecycle:
         logger.info("container started", extra=kv(**ctx, id=container_id, restart_count=restart_count))
 
         await self._post_start(pod, container, container_id)
+        if self.on_started is not None:
+            self.on_started(pod.uid, name, container_id, pod_ip)
         return container_id
 
     def _target_id(self, pod: Pod, container: Container, status: PodStatus) -> str:

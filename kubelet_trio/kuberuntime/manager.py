@@ -228,6 +228,8 @@ class KubeRuntimeManager:
             BackOff/Failed/… events.
         probe_results: live mapping ``(ProbeKind, container id) → ProbeResult`` read by
             ``compute_pod_actions`` (the prober's seam).
+        on_container_started: ``(pod uid, container name, container id, pod IP)`` once a container
+            has started, so the prober checks it before the status shows it.
         on_container_stopped: ``(pod uid, container id)`` as soon as StopContainer returned, so the
             prober stops exec'ing into a container the status does not show stopped yet.
         hooks: lifecycle hook runner (postStart / preStop); None runs no hooks.
@@ -246,6 +248,9 @@ class KubeRuntimeManager:
     runtime_type: str = attrs.field(default="containerd", kw_only=True)
     events: EventSink | None = attrs.field(default=None, kw_only=True)
     probe_results: ProbeResults = attrs.field(default=NO_PROBE_RESULTS, kw_only=True)
+    on_container_started: Callable[[str, str, str, str], None] | None = attrs.field(
+        default=None, kw_only=True
+    )
     on_container_stopped: Callable[[str, str], None] | None = attrs.field(default=None, kw_only=True)
     hooks: HookRunner | None = attrs.field(default=None, kw_only=True)
     run_options: RunOptionsProvider = attrs.field(default=plain_run_options, kw_only=True)
@@ -278,6 +283,7 @@ class KubeRuntimeManager:
             hooks=self.hooks,
             run_options=self.run_options,
             run_sync=self.run_sync,
+            on_started=self.on_container_started,
             on_stopped=self.on_container_stopped,
         )
         self.gc = ContainerGC(runtime=self._runtime, lifecycle=self.lifecycle, pod_logs_dir=self.pod_logs_dir)

@@ -175,6 +175,13 @@ class ProbeManager:
     def workers(self, uid: str | None = None) -> list[ProbeWorker]:
         return [w for key, w in self._workers.items() if uid is None or key[0] == uid]
 
+    def container_started(self, uid: str, name: str, container_id: str, pod_ip: str) -> None:
+        """The kubelet started this container: its readiness worker checks it at once (see
+        :meth:`ProbeWorker.container_started`)."""
+        worker = self._workers.get((uid, name, ProbeKind.READINESS))
+        if worker is not None:
+            worker.container_started(container_id, pod_ip)
+
     def container_stopped(self, uid: str, container_id: str) -> None:
         """The kubelet stopped this container: its workers stop exec'ing into it (every try would err,
         and an error is no result) until the status shows what became of it."""

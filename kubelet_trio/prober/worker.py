@@ -6,7 +6,8 @@ failures or ``successThreshold`` consecutive successes. The order of checks in :
 is Go's ``doProbe``:
 
 1. no status yet → wait; pod Failed/Succeeded → exit;
-2. no container ID yet → wait; a new container ID → reset to the initial result and resume;
+2. no container ID yet → wait; a new container ID → reset to the initial result and resume (a container
+   the kubelet has just started counts before the status shows it, when there is no initial delay);
 3. on hold (after a stored liveness/startup failure) → wait for the next container;
 4. container not running → Failure, exit if it terminated under ``restartPolicy: Never``;
 5. pod being deleted → liveness/startup report Success and exit (a quiet shutdown);
@@ -27,7 +28,7 @@ import trio
 
 from kubelet_trio.api import Container, Pod, Probe
 from kubelet_trio.api.pod import TERMINAL_PHASES
-from kubelet_trio.api.status import ContainerStatus
+from kubelet_trio.api.status import ContainerState, ContainerStateRunning, ContainerStatus
 from kubelet_trio.logs import kobj, kv
 from kubelet_trio.prober.probe import ProbeError
 from kubelet_trio.prober.results import ProbeKind, ProbeResult
@@ -63,6 +64,8 @@ class ProbeWorker:
     result_run: int = 0
     on_hold: bool = False
     stopped: bool = False  # the kubelet stopped this container (no exec until the next one)
+    # A container the kubelet has just started, before the status shows it: (bare id, pod IP)
+    hint: tuple[str, str] | None = None
     probes_run: int = 0  # for tests and metrics
     scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
     _trigger: trio.Event = attrs.Factory(trio.Event)
@@ -87,6 +90,34 @@ class ProbeWorker:
     def trigger(self) -> None:
         """Probe now (Go's manual trigger; coalesces like a channel of one)."""
         self._trigger.set()
+
+    def container_started(self, container_id: str, pod_ip: str) -> None:
+        """The kubelet started this container: a readiness probe without an initial delay checks it now
+        (as Go's status update asks it to, once the status shows the container running) rather than after
+        the status has been regenerated from a fresh inspection. Liveness and startup probes keep their
+        ticker."""
+        if self.kind is ProbeKind.READINESS and not self.spec.initial_delay_seconds:
+            self.hint = (container_id, pod_ip)
+            self.trigger()
+
+    def _current(self) -> tuple[ContainerStatus | None, str]:
+        """The container to probe (from the pod's API status, or the hint while the status has not caught
+        up with it) and the pod IP to probe it on."""
+        status = self.manager.pod_status(self.pod.uid)
+        pod_ip = (status.pod_ip if status is not None else None) or ""
+        current = self._find_status()
+        if self.hint is None:
+            return current, pod_ip
+        hinted_id, hinted_ip = self.hint
+        if current is not None and bare_container_id(current.container_id or "") == hinted_id:
+            self.hint = None  # the status shows it now: from here on the status is the source
+            return current, pod_ip
+        running = ContainerState(running=ContainerStateRunning())
+        started = self.container.startup_probe is None
+        view = ContainerStatus(
+            name=self.container.name, container_id=hinted_id, state=running, started=started
+        )
+        return view, pod_ip or hinted_ip
 
     def stop(self) -> None:
         self.scope.cancel()
@@ -146,7 +177,7 @@ class ProbeWorker:
         if status.phase in TERMINAL_PHASES:
             logger.debug("pod is terminated, probe worker exits", extra=kv(**self._ctx(), phase=status.phase))
             return False
-        current = self._find_status()
+        current, pod_ip = self._current()
         if current is None or not current.container_id:
             return True
         container_id = bare_container_id(current.container_id)
@@ -181,7 +212,6 @@ class ProbeWorker:
             return True  # not started yet: liveness and readiness wait
         if self.stopped:
             return True
-        pod_ip = status.pod_ip or ""
         self.probes_run += 1
         try:
             result = await self.manager.prober.probe(

@@ -25,10 +25,15 @@ IMAGE = "registry.sim/busybox:1.36"
 @attrs.define(eq=False, kw_only=True)
 class RecordingSim(SimRuntime):
     """Records ``(trio time, container id, argv)`` of every ExecSync and ``(time, id, timeout)`` of every
-    StopContainer."""
+    StopContainer; ``inspect_delay`` slows ContainerStatus down."""
 
     execs: list[tuple[float, str, tuple[str, ...]]] = attrs.field(factory=list, init=False)
     stops: list[tuple[float, str, int]] = attrs.field(factory=list, init=False)
+    inspect_delay: float = 0.0  # ContainerStatus answers this late (a loaded runtime)
+
+    async def container_status(self, container_id: str, verbose: bool = False) -> pb.ContainerStatusResponse:
+        await trio.sleep(self.inspect_delay)
+        return await super().container_status(container_id, verbose)
 
     async def exec_sync(
         self, container_id: str, cmd: list[str], timeout_seconds: int = 0
@@ -63,10 +68,10 @@ class ProbeNode:
 
 
 @contextlib.asynccontextmanager
-async def open_probe_node(**config: Any) -> AsyncIterator[ProbeNode]:
+async def open_probe_node(*, inspect_delay: float = 0.0, **config: Any) -> AsyncIterator[ProbeNode]:
     """A sim node with exec/stop recording, an event log and no probe start jitter."""
     clock = WallClock()
-    sim = RecordingSim(clock=clock, run_sync=run_inline)
+    sim = RecordingSim(clock=clock, run_sync=run_inline, inspect_delay=inspect_delay)
     events = EventLog()
     config.setdefault("probe_start_jitter", False)
     async with open_sim_node(sim=sim, clock=clock, event_sink=events, **config) as node:

@@ -294,3 +294,21 @@ async def test_readiness_stops_exec_into_a_container_the_kubelet_stopped(
         assert trio.current_time() - stopped_at >= 10  # the kill waited for "slow" meanwhile
         errored = [m for _, m in env.events.reasons("Unhealthy", "pair") if "errored" in m]
         assert errored == []
+
+
+async def test_readiness_checks_a_started_container_before_the_status_shows_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """ContainerStatus answers 1 s late (a loaded runtime): the readiness probe does not wait for the
+    inspection after the start, so the status that first shows the container running shows it ready."""
+    async with open_probe_node(inspect_delay=1.0) as env:
+        probe = exec_probe("ready?", periodSeconds=10)
+        (pod,) = await env.node.apply(
+            pod_manifest("eager", [container(readinessProbe=probe)], scripts={"app": "run; exec ready? -> 0"})
+        )
+        status = await env.node.wait_for(pod, lambda s: bool(container_status(s).ready))
+        assert trio.current_time() == 1  # the inspection's answer
+        assert env.sim.exec_times("ready?") == [0]  # right after StartContainer returned
+        assert at(env.node.kubelet.clock, condition(status, "Ready").last_transition_time, 1)
+        await trio.sleep_until(25)
+        assert env.sim.exec_times("ready?") == [0, 10, 20]  # then the worker's own ticker
