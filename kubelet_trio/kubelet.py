@@ -747,12 +747,16 @@ class Kubelet:
                 result=update.result.value,
             ),
         )
+        runtime_status = self.cache.get(pod.uid)
         if (
             update.kind is not ProbeKind.LIVENESS
             and self.status_manager.get(pod.uid) is not None
             and not self.pod_workers.is_terminated(pod.uid)
+            # Go's SetContainerReadiness ignores a container its cached status does not show yet (one the
+            # prober was told of as it started): the inspection after the start reports it.
+            and any(c.id == update.container_id for c in runtime_status.container_statuses)
         ):
-            self.status_manager.set_pod_status(pod, self.generate_status(pod, self.cache.get(pod.uid)))
+            self.status_manager.set_pod_status(pod, self.generate_status(pod, runtime_status))
         self.pod_workers.update_pod(UpdatePodOptions(UpdateType.SYNC, pod=pod))
 
     async def _remove_dead_containers(self, uid: str) -> None:
@@ -898,6 +902,8 @@ class Kubelet:
             fresh = await self._refresh_cache(pod)
             if fresh is not None:
                 self.status_manager.set_pod_status(pod, self.generate_status(pod, fresh))
+        else:
+            self.pod_workers.untouched(pod.uid)
         if not result.ok:
             summary = "; ".join(
                 f"{s.action} {s.target}: {s.error} {s.message}".strip() for s in result.failed

@@ -118,6 +118,7 @@ class PodSyncStatus:
     last_sync_time: float = -math.inf
     # When the syncer inspected the pod after its last runtime action (see PodWorkers.refreshed)
     refreshed_at: float | None = None
+    untouched: bool = False  # the sync in flight changed nothing in the runtime (see PodWorkers.untouched)
     kill_waiters: list[trio.Event] = attrs.Factory(list)
     done: trio.Event = attrs.Factory(trio.Event)  # set once the worker has finished the pod
 
@@ -360,11 +361,14 @@ class PodWorkers:
                 error = exc
             finally:
                 status.sync_scope = None
-        status.last_sync_time = trio.current_time()
+        previous_sync_time, status.last_sync_time = status.last_sync_time, trio.current_time()
         if status.refreshed_at is not None and status.refreshed_at >= started:
             # The cache already holds what this sync did: the next one need not wait for a relist.
             status.last_sync_time = math.nextafter(status.refreshed_at, -math.inf)
-        status.refreshed_at = None
+        elif status.untouched and error is None:
+            # Nothing to see: the status this sync acted on is as good for the next one.
+            status.last_sync_time = previous_sync_time
+        status.refreshed_at, status.untouched = None, False
         if self.on_sync_duration is not None:
             self.on_sync_duration(work_type, status.last_sync_time - started)
         if scope.cancelled_caught:
@@ -461,6 +465,13 @@ class PodWorkers:
         status = self._statuses.get(uid)
         if status is not None:
             status.refreshed_at = timestamp
+
+    def untouched(self, uid: str) -> None:
+        """The sync in flight found nothing to do in the runtime: the next sync (a kill, say) may use the
+        runtime status this one used, rather than wait for (or make) a newer inspection."""
+        status = self._statuses.get(uid)
+        if status is not None:
+            status.untouched = True
 
     def wake_due(self, uid: str) -> None:
         """Called by the sync loop for a due UID whose pod is known only to the workers."""

@@ -194,6 +194,51 @@ async def test_a_terminating_pod_is_inspected_only_when_no_relist_followed_its_l
     assert [call for _, call, _ in syncer.of("a")] == ["sync", "terminating", "terminated"]
 
 
+async def test_a_sync_that_changed_nothing_keeps_the_cache_fresh_for_the_kill(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A probe-triggered sync that had nothing to do in the runtime does not make the kill that follows
+    inspect the pod again; one that did act (or failed) does."""
+
+    @attrs.define(eq=False)
+    class Syncer(RecordingSyncer):
+        workers: PodWorkers | None = None
+        idle: set[str] = attrs.Factory(set)
+
+        async def sync_pod(self, update_type: UpdateType, pod: Pod, status: RuntimePodStatus) -> bool:
+            terminal = await super().sync_pod(update_type, pod, status)
+            if pod.uid in self.idle and self.workers is not None:
+                self.workers.untouched(pod.uid)
+            return terminal
+
+    syncer, cache = Syncer(idle={"idle"}), PodCache()
+    inspected: list[str] = []
+
+    async def inspect(pod: Pod) -> RuntimePodStatus:
+        inspected.append(pod.uid)
+        return RuntimePodStatus(uid=pod.uid)
+
+    workers = PodWorkers(syncer, cache, jitter=0.0, inspect=inspect)
+    syncer.workers = workers
+    await nursery.start(workers.run)
+    cache.update_time(0.0)
+    harness = Harness(workers, syncer, cache)
+    for uid in ("idle", "busy"):
+        cache.set(uid, RuntimePodStatus(uid=uid), None, 0.5)
+        harness.update(UpdateType.CREATE, make_pod(uid, grace=1))
+    await trio.sleep(1)
+    for uid in ("idle", "busy"):
+        harness.update(UpdateType.SYNC, make_pod(uid, grace=1))  # e.g. a readiness change
+    await trio.sleep(1)
+    for uid in ("idle", "busy"):
+        harness.update(UpdateType.UPDATE, make_pod(uid, grace=1, deleted=True))
+    await trio.sleep(0.5)
+    cache.update_time(math.inf)
+    await workers.wait_finished("idle")
+    await workers.wait_finished("busy")
+    assert inspected == ["busy"]
+
+
 async def test_deletion_grace_override_and_kill_override(
     harness: Harness, autojump_clock: trio.testing.MockClock
 ) -> None:
