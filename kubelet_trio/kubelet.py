@@ -241,6 +241,9 @@ class Kubelet:
     # Standalone default: refuse runtimeClassName (no API to resolve it); API mode installs the predicates.
     _admit: AdmitFunc | None = attrs.field(init=False, default=admit_standalone)
     rejected: set[str] = attrs.field(init=False, factory=set)
+    # Pods whose data directories this kubelet has made (Go makes them on every sync; here each is a
+    # thread hop, so once per pod while it is desired or known)
+    _data_dirs_made: set[str] = attrs.field(init=False, factory=set)
     clock: WallClock = attrs.Factory(WallClock)
     run_sync: RunSync = run_in_thread  # small file operations (see kubelet_trio.fsio)
     # built here, never passed in
@@ -847,7 +850,9 @@ class Kubelet:
                 )
             )
         self.status_manager.remove_orphaned(desired)
-        await self.volume_manager.cleanup_orphaned_pod_dirs(set(desired) | set(known))
+        keep = set(desired) | set(known)
+        self._data_dirs_made.intersection_update(keep)
+        await self.volume_manager.cleanup_orphaned_pod_dirs(keep)
 
     # -- PodSyncer: what a pod worker runs ----------------------------------------------------------
 
@@ -883,12 +888,14 @@ class Kubelet:
                 logger.warning(
                     "fetching configmaps and secrets timed out", extra=kv(pod=kobj(pod), uid=pod.uid)
                 )
-        try:  # Go: makePodDataDirs, 0750, so no other local user reaches the pod's files
-            await self.run_sync(make_pod_data_dirs, self.config.root_dir, pod.uid)
-        except OSError as err:
-            message = f"error making pod data directories: {err}"
-            self.record_event(pod, "Warning", "Failed", message)
-            raise SyncError(message) from err
+        if pod.uid not in self._data_dirs_made:
+            try:  # Go: makePodDataDirs, 0750, so no other local user reaches the pod's files
+                await self.run_sync(make_pod_data_dirs, self.config.root_dir, pod.uid)
+            except OSError as err:
+                message = f"error making pod data directories: {err}"
+                self.record_event(pod, "Warning", "Failed", message)
+                raise SyncError(message) from err
+            self._data_dirs_made.add(pod.uid)
         try:  # Go: WaitForAttachAndMount; FailedMount events come from the volume manager
             await self.volume_manager.mount_pod(pod)
         except MountError as err:
@@ -954,6 +961,7 @@ class Kubelet:
             raise SyncError("; ".join(f"{s.action} {s.target}: {s.error}" for s in result.failed))
 
     async def sync_terminated_pod(self, pod: Pod, status: PodStatus) -> None:
+        self._data_dirs_made.discard(pod.uid)  # a restart of the same UID makes them again
         try:  # Go: WaitForUnmount
             await self.volume_manager.unmount_pod(pod.uid)
         except MountError as err:

@@ -69,15 +69,26 @@ class _Loader(yaml.SafeLoader):
     }
 
 
-@attrs.frozen
+@attrs.define(eq=False)
 class Document:
-    """One decoded document of a manifest file: JSON-compatible ``data`` and where each path sits."""
+    """One decoded document of a manifest file: JSON-compatible ``data`` and where each path sits.
+
+    ``lines`` may be given as a function, called the first time a line is asked for: a valid JSON
+    manifest (the common case, a thousand of them in a directory) never pays for the second parse."""
 
     file: str
     index: int
     data: Any
     first_line: int = 1
-    lines: Mapping[FieldPath, int] = attrs.field(factory=dict, repr=False)
+    _lines: Mapping[FieldPath, int] | Callable[[], Mapping[FieldPath, int]] = attrs.field(
+        factory=dict, repr=False, alias="lines"
+    )
+
+    @property
+    def lines(self) -> Mapping[FieldPath, int]:
+        if callable(self._lines):
+            self._lines = self._lines()
+        return self._lines
 
     def line_for(self, path: FieldPath) -> int:
         """The line of ``path``, or of its longest known prefix, or of the document start."""
@@ -289,12 +300,16 @@ def _reject_constant(name: str) -> Any:
 
 def _json_document(text: str, file: str) -> Document:
     data = json.loads(text, parse_constant=_reject_constant)
-    try:
-        node = yaml.compose(text, Loader=_Loader)
-        lines = _line_map(node) if node is not None else {}
-        first_line = node.start_mark.line + 1 if node is not None else 1
-    except (yaml.YAMLError, RecursionError):
-        lines, first_line = {}, 1
+    leading = text[: len(text) - len(text.lstrip())]
+    first_line = leading.count("\n") + 1 if text.strip() else 1
+
+    def lines() -> Mapping[FieldPath, int]:
+        try:
+            node = yaml.compose(text, Loader=_Loader)
+        except (yaml.YAMLError, RecursionError):
+            return {}
+        return _line_map(node) if node is not None else {}
+
     return Document(file, 0, data, first_line, lines)
 
 

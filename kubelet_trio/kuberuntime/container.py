@@ -214,6 +214,19 @@ def find_container_spec(pod: Pod, name: str) -> Container | None:
 ContainerRef = ContainerStatus | RuntimeContainer
 
 
+def _prepare_log_dir(log_dir: str, count: bool) -> int | OSError:
+    """The restart count the log directory implies (when ``count``; 0 otherwise, or the OSError that
+    prevented counting), then the directory made. Raises OSError when it cannot be made."""
+    counted: int | OSError = 0
+    if count:
+        try:
+            counted = restart_count_from_log_dir(log_dir)
+        except OSError as err:
+            counted = err
+    make_dirs(log_dir)
+    return counted
+
+
 @attrs.define(eq=False, kw_only=True)
 class ContainerLifecycle:
     """Start, kill and remove single containers of a pod; shared by the manager's sync and kill paths."""
@@ -263,15 +276,6 @@ class ContainerLifecycle:
 
         previous = status.find(name)
         log_dir = container_logs_directory(self.pod_logs_dir, pod.namespace, pod.name, pod.uid, name)
-        if previous is not None:
-            restart_count = previous.restart_count + 1
-        else:
-            try:
-                restart_count = await self.run_sync(restart_count_from_log_dir, log_dir)
-            except OSError as err:
-                logger.info("cannot derive restart count from logs", extra=kv(**ctx, dir=log_dir, err=err))
-                restart_count = 0
-
         target_id = self._target_id(pod, container, status)
         try:
             image_user = (
@@ -281,10 +285,18 @@ class ContainerLifecycle:
             )
             verify_run_as_non_root(pod, container, image_user)
             options = await self.run_options(pod, container, pod_ip)
-            await self.run_sync(make_dirs, log_dir)
+            # One hop to the file system for both (each is a thread hop in production).
+            counted = await self.run_sync(_prepare_log_dir, log_dir, previous is None)
         except Exception as err:
             self.event(pod, "Warning", "Failed", f"Error: {err}")
             raise StartContainerError(ERR_CREATE_CONTAINER_CONFIG, str(err)) from err
+        if previous is not None:
+            restart_count = previous.restart_count + 1
+        elif isinstance(counted, OSError):
+            logger.info("cannot derive restart count from logs", extra=kv(**ctx, dir=log_dir, err=counted))
+            restart_count = 0
+        else:
+            restart_count = counted
         for reason, message in options.warnings:
             self.event(pod, "Warning", reason, message)
         config = generate_container_config(

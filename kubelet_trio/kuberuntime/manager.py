@@ -164,15 +164,16 @@ def _sandbox_ips(status: pb.PodSandboxStatus) -> tuple[str, ...]:
 
 
 def _to_sandbox_status(status: pb.PodSandboxStatus) -> SandboxStatus:
-    options = status.linux.namespaces.options if status.linux and status.linux.namespaces else None
+    linux = status.linux
+    options = linux.namespaces.options if linux is not None and linux.namespaces is not None else None
     network = status.network
     return SandboxStatus(
         id=status.id,
-        attempt=status.metadata.attempt if status.metadata else 0,
+        attempt=status.metadata.attempt if status.metadata is not None else 0,
         ready=status.state is pb.PodSandboxState.SANDBOX_READY,
         created_at=status.created_at,
-        ip=network.ip if network else "",
-        additional_ips=tuple(p.ip for p in network.additional_ips) if network else (),
+        ip=network.ip if network is not None else "",
+        additional_ips=tuple(p.ip for p in network.additional_ips) if network is not None else (),
         host_network=options is not None and options.network is pb.NamespaceMode.NODE,
     )
 
@@ -337,7 +338,8 @@ class KubeRuntimeManager:
             entry.containers.append(
                 RuntimeContainer(
                     id=container.id,
-                    name=labels.container_name or (container.metadata.name if container.metadata else ""),
+                    name=labels.container_name
+                    or (container.metadata.name if container.metadata is not None else ""),
                     state=_container_state(container.state),
                     created_at=container.created_at,
                     hash=parse_container_annotations(container.annotations).hash,
@@ -362,13 +364,13 @@ class KubeRuntimeManager:
         exited = state is ContainerState.EXITED
         return ContainerStatus(
             id=status.id,
-            name=labels.container_name or (status.metadata.name if status.metadata else ""),
+            name=labels.container_name or (status.metadata.name if status.metadata is not None else ""),
             state=state,
             created_at=status.created_at,
             started_at=status.started_at if state is not ContainerState.CREATED else 0,
             finished_at=status.finished_at if exited else 0,
             exit_code=status.exit_code if exited else 0,
-            image=status.image.image if status.image else "",
+            image=status.image.image if status.image is not None else "",
             image_ref=status.image_ref,
             hash=annotations.hash,
             restart_count=annotations.restart_count,
@@ -384,7 +386,9 @@ class KubeRuntimeManager:
         timestamp = trio.current_time()
         selector = node_selector(self.node_name, **{POD_UID_LABEL: uid})
         sandboxes = await self._runtime.list_pod_sandbox(pb.PodSandboxFilter(label_selector=selector))
-        sandboxes.sort(key=lambda s: (s.created_at, s.metadata.attempt if s.metadata else 0), reverse=True)
+        sandboxes.sort(
+            key=lambda s: (s.created_at, s.metadata.attempt if s.metadata is not None else 0), reverse=True
+        )
         sandbox_statuses: list[SandboxStatus] = []
         ips: tuple[str, ...] = ()
         for index, sandbox in enumerate(sandboxes):

@@ -551,9 +551,9 @@ class SimRuntime:
     async def list_containers(self, filter: pb.ContainerFilter | None = None) -> list[pb.Container]:
         now = self._now()
         containers = self._filter_containers(
-            filter.id if filter else "",
-            filter.pod_sandbox_id if filter else "",
-            filter.label_selector if filter else {},
+            filter.id if filter is not None else "",
+            filter.pod_sandbox_id if filter is not None else "",
+            filter.label_selector if filter is not None else {},
         )
         if filter is not None and filter.state is not None:
             wanted = filter.state.state
@@ -662,9 +662,9 @@ class SimRuntime:
     ) -> list[pb.ContainerStats]:
         now = self._now()
         containers = self._filter_containers(
-            filter.id if filter else "",
-            filter.pod_sandbox_id if filter else "",
-            filter.label_selector if filter else {},
+            filter.id if filter is not None else "",
+            filter.pod_sandbox_id if filter is not None else "",
+            filter.label_selector if filter is not None else {},
         )
         return [self._stats(c, now) for c in containers]
 
