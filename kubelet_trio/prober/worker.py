@@ -28,7 +28,7 @@ import trio
 
 from kubelet_trio.api import Container, Pod, Probe
 from kubelet_trio.api.pod import TERMINAL_PHASES
-from kubelet_trio.api.status import ContainerState, ContainerStateRunning, ContainerStatus
+from kubelet_trio.api.status import ContainerState, ContainerStateRunning, ContainerStatus, PodStatus
 from kubelet_trio.logs import kobj, kv
 from kubelet_trio.prober.probe import ProbeError
 from kubelet_trio.prober.results import ProbeKind, ProbeResult
@@ -100,12 +100,11 @@ class ProbeWorker:
             self.hint = (container_id, pod_ip)
             self.trigger()
 
-    def _current(self) -> tuple[ContainerStatus | None, str]:
+    def _current(self, status: PodStatus) -> tuple[ContainerStatus | None, str]:
         """The container to probe (from the pod's API status, or the hint while the status has not caught
         up with it) and the pod IP to probe it on."""
-        status = self.manager.pod_status(self.pod.uid)
-        pod_ip = (status.pod_ip if status is not None else None) or ""
-        current = self._find_status()
+        pod_ip = status.pod_ip or ""
+        current = self._find_status(status)
         if self.hint is None:
             return current, pod_ip
         hinted_id, hinted_ip = self.hint
@@ -157,10 +156,7 @@ class ProbeWorker:
     async def _set(self, result: ProbeResult) -> None:
         await self.manager.set_result(self.kind, self.container_id, result, self.pod.uid)
 
-    def _find_status(self) -> ContainerStatus | None:
-        status = self.manager.pod_status(self.pod.uid)
-        if status is None:
-            return None
+    def _find_status(self, status: PodStatus) -> ContainerStatus | None:
         name = self.container.name
         for group in (status.container_statuses, status.init_container_statuses):
             for container_status in group or ():
@@ -177,7 +173,7 @@ class ProbeWorker:
         if status.phase in TERMINAL_PHASES:
             logger.debug("pod is terminated, probe worker exits", extra=kv(**self._ctx(), phase=status.phase))
             return False
-        current, pod_ip = self._current()
+        current, pod_ip = self._current(status)
         if current is None or not current.container_id:
             return True
         container_id = bare_container_id(current.container_id)
