@@ -131,6 +131,22 @@ def test_the_subnet_is_not_the_hosts_and_a_clash_is_an_error(tmp_path: Path) -> 
 
 
 @needs_root
+def test_a_claim_in_a_private_directory_leaves_networks_claimed_elsewhere_alone(tmp_path: Path) -> None:
+    """A test's own claims directory does not list the host's live networks (the containerd of the test
+    run, a parallel run's): claiming there must not take their bridges."""
+    live = claim_network(str(tmp_path / "live"), claims_dir=tmp_path / "elsewhere")
+    try:
+        add_bridge(live)
+        mine = claim_network(str(tmp_path / "mine"), claims_dir=tmp_path / "claims")
+        mine.release()
+        links = HostNetwork.capture().links
+        assert (live.bridge, None) in links
+        assert ("ktv" + live.bridge[3:], live.bridge) in links  # its pod's veth still attached
+    finally:
+        live.release()
+
+
+@needs_root
 def test_a_crashed_owners_network_is_removed_at_the_next_start(tmp_path: Path) -> None:
     claims = tmp_path / "claims"
     before = HostNetwork.capture()

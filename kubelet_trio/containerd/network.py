@@ -301,7 +301,10 @@ def kill_shims(socket: str) -> list[int]:
 def clean_stale_networks(claims_dir: Path = CLAIMS_DIR) -> list[str]:
     """Remove the networks whose owner process is gone (and their orphaned containerd), bridges named
     like ours without a claim, and the legacy shared bridge when no pod is attached. Returns the removed
-    bridges."""
+    bridges.
+
+    Only the host-wide claims directory knows every claim: with another one (a test's own) the bridges
+    it does not list may be live networks claimed elsewhere, so they are left alone."""
     removed: list[str] = []
     claimed: set[str] = set()
     for network in _claims(claims_dir):
@@ -317,18 +320,25 @@ def clean_stale_networks(claims_dir: Path = CLAIMS_DIR) -> list[str]:
             kill_shims(socket)
         network.release()
         removed.append(network.bridge)
+    if claims_dir == CLAIMS_DIR:
+        removed += _remove_unclaimed_bridges(claimed)
+    if removed:
+        logger.info("stale pod networks removed", extra=kv(bridges=removed))
+    return removed
+
+
+def _remove_unclaimed_bridges(claimed: set[str]) -> list[str]:
     try:
         links = host_links()
     except NetworkError:
-        return removed
+        return []
+    removed = []
     for link in links:
         unclaimed_ours = _BRIDGE.match(link) and link not in claimed
         legacy_idle = link == LEGACY_BRIDGE and not _bridge_ports(link)
         if unclaimed_ours or legacy_idle:
             _delete_link(link)
             removed.append(link)
-    if removed:
-        logger.info("stale pod networks removed", extra=kv(bridges=removed))
     return removed
 
 

@@ -6,6 +6,7 @@ the demo before any Trio loop exists.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ import trio
 
 if TYPE_CHECKING:
     from kubelet_trio.cri.gen.runtime import v1 as pb
+    from kubelet_trio.cri.runtime import Runtime
 
 from kubelet_trio.testing.containerd import PrivateContainerd
 from kubelet_trio.testing.images import TestImages, push_test_images
@@ -39,9 +41,26 @@ def missing_prerequisites() -> list[str]:
 REMOVE_ATTEMPTS = 4
 
 
+async def stop_and_remove_sandbox(rt: Runtime, sandbox_id: str) -> None:
+    """Stop and remove one sandbox, asking again when containerd answers "ttrpc: closed": it does so
+    while it notices that the sandbox's shim went away (a stop that was cancelled half-way, a shim
+    lost under load); a moment later the same stop succeeds."""
+    from kubelet_trio.cri.errors import CriError, NotFoundError
+
+    for attempt in range(REMOVE_ATTEMPTS):
+        try:
+            with contextlib.suppress(NotFoundError):
+                await rt.stop_pod_sandbox(sandbox_id)
+            await rt.remove_pod_sandbox(sandbox_id)
+            return
+        except CriError:
+            if attempt == REMOVE_ATTEMPTS - 1:
+                raise
+            await trio.sleep(0.5 * 2**attempt)
+
+
 async def remove_all_pods(endpoint: str, node: str | None = None) -> None:
     """Stop and remove every sandbox (and so every container) the runtime has, or one node's."""
-    from kubelet_trio.cri.errors import CriError
     from kubelet_trio.cri.gen.runtime import v1 as pb
     from kubelet_trio.cri.remote import open_cri_runtime
     from kubelet_trio.kuberuntime.labels import node_selector
@@ -49,17 +68,7 @@ async def remove_all_pods(endpoint: str, node: str | None = None) -> None:
     selector = node_selector(node) if node else {}
     async with open_cri_runtime(endpoint, request_timeout=30) as rt:
         for sandbox in await rt.list_pod_sandbox(pb.PodSandboxFilter(label_selector=selector)):
-            # containerd answers "ttrpc: closed" while it notices that a sandbox's shim went away under
-            # load; asking again a moment later stops it
-            for attempt in range(REMOVE_ATTEMPTS):
-                try:
-                    await rt.stop_pod_sandbox(sandbox.id)
-                    await rt.remove_pod_sandbox(sandbox.id)
-                    break
-                except CriError:
-                    if attempt == REMOVE_ATTEMPTS - 1:
-                        raise
-                    await trio.sleep(0.5 * 2**attempt)
+            await stop_and_remove_sandbox(rt, sandbox.id)
 
 
 async def running_containers(endpoint: str, node: str) -> list[pb.Container]:

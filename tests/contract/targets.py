@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from contextlib import aclosing, suppress
+from contextlib import aclosing
 
 import attrs
 import trio
 import trio_util
 
-from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.runtime import Runtime
+from kubelet_trio.testing.env import stop_and_remove_sandbox
 
 SIM_ANNOTATION_PREFIX = "sim.kubelet-trio.io/"
 TEST_LABEL = "contract.kubelet-trio.io/test"
@@ -103,9 +103,7 @@ class Target:
     async def cleanup(self) -> None:
         with trio.move_on_after(60, shield=True):
             for sandbox_id in self.created_sandboxes:
-                with suppress(errors.NotFoundError):
-                    await self.runtime.stop_pod_sandbox(sandbox_id)
-                await self.runtime.remove_pod_sandbox(sandbox_id)
+                await stop_and_remove_sandbox(self.runtime, sandbox_id)
 
 
 async def eventually_status(

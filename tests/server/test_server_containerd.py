@@ -8,10 +8,8 @@ import httpx
 import pytest
 import trio
 
-from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.remote import open_cri_runtime
-from kubelet_trio.kuberuntime.labels import node_selector
-from kubelet_trio.testing.env import LocalCriEnvironment
+from kubelet_trio.testing.env import LocalCriEnvironment, remove_all_pods
 from kubelet_trio.testing.node import open_node
 from kubelet_trio.testing.registry import free_port
 
@@ -63,8 +61,4 @@ async def test_container_logs_of_a_real_container(cri_env: LocalCriEnvironment, 
                     stamped = (await client.get(url, params={"timestamps": "1", "tailLines": 1})).text
                     assert stamped.endswith("Z four\n")
             finally:
-                for sandbox in await runtime.list_pod_sandbox(
-                    pb.PodSandboxFilter(label_selector=node_selector(NODE))
-                ):
-                    await runtime.stop_pod_sandbox(sandbox.id)
-                    await runtime.remove_pod_sandbox(sandbox.id)
+                await remove_all_pods(cri_env.endpoint, NODE)

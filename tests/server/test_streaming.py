@@ -158,7 +158,8 @@ async def test_attach_streams_scripted_output_and_a_disconnect_leaves_nothing_be
             assert streaming.active == 1
             assert "StreamProxy._copy_both_ways.<locals>.copy" in streaming_tasks()
         # kubectl is gone mid-stream: every proxy, session and connection it used ends with it
-    await settle(lambda: not streaming_tasks() and streaming.active == 0 and open_sockets() == sockets)
+    # at most as many sockets as before: an idle pooled connection may also have expired meanwhile
+    await settle(lambda: not streaming_tasks() and streaming.active == 0 and open_sockets() <= sockets)
     assert len(cluster.sim.streaming._cache) == 0  # no token left waiting either
 
 

@@ -9,10 +9,8 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.remote import open_cri_runtime
-from kubelet_trio.kuberuntime.labels import node_selector
-from kubelet_trio.testing.env import LocalCriEnvironment
+from kubelet_trio.testing.env import LocalCriEnvironment, remove_all_pods
 from kubelet_trio.testing.node import open_node
 from kubelet_trio.testing.registry import free_port
 
@@ -88,11 +86,7 @@ async def test_usage_of_a_running_busybox(cri_env: LocalCriEnvironment, tmp_path
                     assert values[("node_memory_working_set_bytes", ())] > 0
                     assert values[("scrape_error", ())] == 0
             finally:
-                for sandbox in await runtime.list_pod_sandbox(
-                    pb.PodSandboxFilter(label_selector=node_selector(NODE))
-                ):
-                    await runtime.stop_pod_sandbox(sandbox.id)
-                    await runtime.remove_pod_sandbox(sandbox.id)
+                await remove_all_pods(cri_env.endpoint, NODE)
 
 
 def _has_memory(summary: dict) -> bool:  # type: ignore[type-arg]
