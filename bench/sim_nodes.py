@@ -9,13 +9,16 @@
 - start: ``--pods`` pods bound to the nodes (``spec.nodeName``, ``--pods-per-node`` each: one
   busybox-like container running until stopped, with an exec readiness probe), created at once; the
   time from the first create until a pod watch has seen every pod Running with Ready=True;
-- loaded: CPU and RSS again with all those pods running (their probes too).
+- loaded: CPU and RSS again with all those pods running (their probes too);
+- the API floor, first, before sim-nodes starts: the same pods created by this process, each given its
+  Running + Ready status in one write right after its create (no kubelet), timed through the same watch,
+  with the API server's CPU and this process's: the least the start's API traffic takes on this machine.
 
 With ``--profile PREFIX``, the sim-nodes process is sampled by py-spy during the start and the loaded
 window (raw collapsed stacks in PREFIX-start.txt and PREFIX-loaded.txt; the top functions in the JSON).
 
 Usage: python bench/sim_nodes.py [--nodes 100] [--pods-per-node 100] [--idle-seconds 30] [--kube-api-qps 0]
-       [--profile /tmp/sim-nodes]
+       [--profile /tmp/sim-nodes] [--skip-api-floor]
 Run it on an otherwise quiet machine; the JSON carries the load average before and after.
 """
 
@@ -25,6 +28,7 @@ import argparse
 import contextlib
 import datetime as dt
 import json
+import math
 import os
 import signal
 import subprocess
@@ -69,13 +73,13 @@ def sample(groups: dict[str, list[int]], seconds: float) -> dict[str, dict[str, 
     return measure(groups, since, start)
 
 
-def bench_pod(name: str, node: str) -> dict[str, Any]:
+def bench_pod(name: str, node: str, app: str = "bench") -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": name,
-            "labels": {"app": "bench"},
+            "labels": {"app": app},
             "annotations": {"sim.kubelet-trio.io/app": 'exec cat /tmp/ready -> 0 "ok"'},
         },
         "spec": {
@@ -118,10 +122,46 @@ async def wait_nodes_ready(client: ApiClient, names: set[str], limit: float) -> 
             await trio.sleep(0.5)
 
 
-async def start_pods(client: ApiClient, nodes: list[str], per_node: int, limit: float) -> dict[str, Any]:
-    """Create the pods and follow a watch until every one is Running and Ready."""
-    names = {f"bench-{n}-{i}": n for n in nodes for i in range(per_node)}
-    initial = await client.get("/api/v1/namespaces/default/pods", {"labelSelector": "app=bench"})
+def running_ready_status(pod: dict[str, Any]) -> dict[str, Any]:
+    """The one status write that takes a created pod to Running and Ready: the least any kubelet sends."""
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    (container,) = pod["spec"]["containers"]
+    conditions = [
+        {"type": kind, "status": "True", "lastTransitionTime": now}
+        for kind in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
+    ]
+    running = {"running": {"startedAt": now}}
+    statuses = [
+        {
+            "name": container["name"],
+            "image": container["image"],
+            "imageID": "",
+            "ready": True,
+            "restartCount": 0,
+            "started": True,
+            "state": running,
+        }
+    ]
+    return {
+        "status": {
+            "phase": "Running",
+            "startTime": now,
+            "conditions": conditions,
+            "containerStatuses": statuses,
+        }
+    }
+
+
+async def start_pods(
+    client: ApiClient, nodes: list[str], per_node: int, limit: float, *, api_floor: bool = False
+) -> dict[str, Any]:
+    """Create the pods and follow a watch until every one is Running and Ready.
+
+    ``api_floor``: no kubelet; this process writes each pod's status once, right after creating it (the
+    least API work the start of these pods can cause on this control plane)."""
+    app = "bench-floor" if api_floor else "bench"
+    names = {f"{app}-{n}-{i}": n for n in nodes for i in range(per_node)}
+    initial = await client.get("/api/v1/namespaces/default/pods", {"labelSelector": f"app={app}"})
     ready: set[str] = set()
     first_ready: float | None = None
     start = trio.current_time()
@@ -137,7 +177,10 @@ async def start_pods(client: ApiClient, nodes: list[str], per_node: int, limit: 
         async def creator() -> None:
             async for name, node in receive:
                 try:
-                    await client.create("/api/v1/namespaces/default/pods", bench_pod(name, node))
+                    pod = await client.create("/api/v1/namespaces/default/pods", bench_pod(name, node, app))
+                    if api_floor:
+                        path = f"/api/v1/namespaces/default/pods/{name}/status"
+                        await client.merge_patch(path, running_ready_status(pod))
                 except ApiClientError as err:
                     raise RuntimeError(f"creating pod {name}: {err}") from err
 
@@ -147,7 +190,7 @@ async def start_pods(client: ApiClient, nodes: list[str], per_node: int, limit: 
         created_at = trio.current_time() - start
 
     with trio.move_on_after(limit) as deadline:
-        params = {"labelSelector": "app=bench", "resourceVersion": initial["metadata"]["resourceVersion"]}
+        params = {"labelSelector": f"app={app}", "resourceVersion": initial["metadata"]["resourceVersion"]}
         params["allowWatchBookmarks"] = "true"
         async with (
             client.open_watch("/api/v1/namespaces/default/pods", params) as events,
@@ -173,7 +216,7 @@ async def start_pods(client: ApiClient, nodes: list[str], per_node: int, limit: 
         # None: not all within --limit; "ready_seen" says how many were
         "all_running_and_ready_s": round(trio.current_time() - start, 1) if done else None,
         "ready_seen": len(ready),
-        "kubelet_timeline_s": await timeline(client) if done else None,
+        "kubelet_timeline_s": await timeline(client) if done and not api_floor else None,
     }
 
 
@@ -197,9 +240,12 @@ async def timeline(client: ApiClient) -> dict[str, dict[str, float]]:
         updates = [
             f["time"] for f in pod["metadata"].get("managedFields", []) if f.get("subresource") == "status"
         ]
-        marks["ready_published"].append(max(_seconds(t) for t in updates) - created)
+        if updates:  # the fake API server keeps no managedFields
+            marks["ready_published"].append(max(_seconds(t) for t in updates) - created)
     out = {}
     for name, values in marks.items():
+        if not values:
+            continue
         values.sort()
         pick = [values[min(len(values) - 1, int(len(values) * q))] for q in (0.5, 0.9)] + [values[-1]]
         out[name] = dict(zip(("p50", "p90", "max"), pick, strict=True))
@@ -267,6 +313,30 @@ async def run_api(
         return registered, result
 
 
+async def run_api_floor(kubeconfig: Path, nodes: list[str], per_node: int, limit: float) -> dict[str, Any]:
+    """The same pods with no kubelet: created, one status write each, seen Running and Ready through the
+    watch; then removed (grace 0, no kubelet to wait for)."""
+    config = load_kubeconfig(str(kubeconfig))
+    async with open_api_client(config, qps=0, request_timeout=600) as client:
+        before = await pod_requests(client)
+        result = await start_pods(client, nodes, per_node, limit, api_floor=True)
+        result["pod_requests"] = request_delta(before, await pod_requests(client))
+
+        async def remove(names: trio.MemoryReceiveChannel[str]) -> None:
+            async for name in names:
+                await client.delete(f"/api/v1/namespaces/default/pods/{name}", grace_period_seconds=0)
+
+        send, receive = trio.open_memory_channel[str](math.inf)
+        for n in nodes:
+            for i in range(per_node):
+                send.send_nowait(f"bench-floor-{n}-{i}")
+        send.close()
+        async with trio.open_nursery() as nursery:
+            for _ in range(CREATE_CONCURRENCY):
+                nursery.start_soon(remove, receive.clone())
+        return result
+
+
 @contextlib.contextmanager
 def profiled(pid: int, prefix: Path | None, phase: str, result: dict[str, Any]) -> Iterator[None]:
     """Sample ``pid`` with py-spy while the block runs (when ``prefix`` is given) into the result."""
@@ -309,6 +379,9 @@ def main() -> None:
     parser.add_argument(
         "--fake", action="store_true", help="use the fake API server even with envtest present"
     )
+    parser.add_argument(
+        "--skip-api-floor", action="store_true", help="no API floor run before sim-nodes starts"
+    )
     args = parser.parse_args()
 
     load_before = os.getloadavg()
@@ -335,6 +408,13 @@ def main() -> None:
         "kube_api_qps": args.kube_api_qps,
         "event_qps": args.event_qps or "default",
     }
+    if not args.skip_api_floor:
+        floor_nodes = [f"floor-{i}" for i in range(args.nodes)]
+        groups = {"bench": [os.getpid()], "apiserver": apiserver_pids}
+        since, t0 = usage(groups), time.monotonic()
+        floor = trio.run(run_api_floor, kubeconfig, floor_nodes, args.pods_per_node, args.limit)
+        result["api_floor"] = {**floor, "usage": measure(groups, since, t0)}
+        time.sleep(5)  # the removal settles
     log = (work / "sim-nodes.log").open("wb")
     sim = subprocess.Popen(
         [

@@ -274,6 +274,22 @@ async def test_tls_verification_token_and_client_certificate(tmp_path: Path) -> 
                     await client.get("/api/v1/pods")
 
 
+async def test_a_served_watch_answers_before_its_first_event(tmp_path: Path) -> None:
+    """As kube-apiserver does, the response head goes out when the watch starts: a client that opens
+    a watch before making the change it waits for must not wait for an event (or a bookmark) first."""
+    app = FakeApiApp(bookmark_interval=3600)
+    with trio.fail_after(10):
+        async with serve_fake_api(app) as url:
+            config = load_kubeconfig(_write_kubeconfig(tmp_path / "kc", url, cluster={}, user={}))
+            async with open_api_client(config) as client:
+                listed = await client.get("/api/v1/namespaces/default/pods")
+                params = {"resourceVersion": listed["metadata"]["resourceVersion"]}
+                async with client.open_watch("/api/v1/namespaces/default/pods", params) as events:
+                    await client.create("/api/v1/namespaces/default/pods", POD)
+                    event = await events.receive()
+                    assert event.type == "ADDED" and event.object["metadata"]["name"] == "web"
+
+
 async def test_an_undecodable_answer_is_a_client_error() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, content=b"<html>proxy login</html>")

@@ -407,6 +407,8 @@ class FakeApiApp:
         kind = self.store._type(resource).kind
         api_version = self.store._type(resource).api_version
         await send(start)
+        # an empty chunk sends the head now, as kube-apiserver flushes it when a watch starts
+        await send({"type": "http.response.body", "body": b"", "more_body": True})
         try:
             async with trio.open_nursery() as nursery:
 
