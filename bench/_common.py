@@ -33,18 +33,26 @@ STOP_TIMEOUT = 5
 
 
 async def floor_run(
-    runtime: Runtime, image: str, n: int, workdir: Path, ready_command: Sequence[str] | None = None
+    runtime: Runtime,
+    image: str,
+    n: int,
+    workdir: Path,
+    ready_command: Sequence[str] | None = None,
+    probe_period: float | None = None,
 ) -> dict[str, float]:
     """N pods straight through the Runtime, no kubelet: the least any kubelet can take.
 
     Start is RunPodSandbox + CreateContainer + StartContainer, all pods concurrently (then, with
     ``ready_command``, ONE successful ExecSync per pod, as a readiness probe's first success); stop is
-    StopContainer + StopPodSandbox + RemovePodSandbox, all pods concurrently.
+    StopContainer + StopPodSandbox + RemovePodSandbox, all pods concurrently. ``probe_period``: a ready
+    pod goes on running ``ready_command`` every period until all are ready, the load a kubelet's
+    readiness probes put on the runtime meanwhile.
     """
     await runtime.pull_image(pb.ImageSpec(image=image))
     pods: list[tuple[str, str]] = []
     running_at: list[float] = []
     ready_at: list[float] = []
+    all_ready = trio.Event()
 
     async def start(i: int) -> None:
         uid = secrets.token_hex(8)
@@ -68,6 +76,13 @@ async def floor_run(
             while (await runtime.exec_sync(container_id, list(ready_command), 5)).exit_code != 0:  # noqa: ASYNC110
                 await trio.sleep(0.01)
             ready_at.append(time.perf_counter())
+            if len(ready_at) == n:
+                all_ready.set()
+            while probe_period is not None and not all_ready.is_set():
+                with trio.move_on_after(probe_period):
+                    await all_ready.wait()
+                if not all_ready.is_set():
+                    await runtime.exec_sync(container_id, list(ready_command), 5)
 
     async def stop(sandbox_id: str, container_id: str) -> None:
         await runtime.stop_container(container_id, STOP_TIMEOUT)

@@ -12,7 +12,9 @@ Go kubelet. Prints JSON.
   and the median.
 - The CRI floor in the same run: the same pods straight through the CRI (``_common.floor_run``: sandbox,
   create, start, one successful ExecSync of the readiness command = Ready; stop container, stop and remove
-  sandbox), before the kubelet starts.
+  sandbox), before the kubelet starts; and ``cri_floor_probing``: the same, with every ready pod going on
+  running its readiness command every second until all are ready (what the pods' 1 s readiness probes
+  ask of the runtime meanwhile, under any kubelet).
 - The Go kubelet (``/usr/local/kubebuilder/bin/kubelet-go``, when built) after kubelet-trio, on its own
   private containerd, joined to the same API server as another node, with ``--kube-api-qps 50
   --kube-api-burst 100`` (kubelet-trio's defaults) and, once per N, with its own defaults (QPS 5).
@@ -79,6 +81,8 @@ NODE_READY_TIMEOUT = 120.0
 PHASE_TIMEOUT = 300.0  # seconds for one create → Ready or delete → gone phase
 STEADY_PODS = 30
 STEADY_PROBE_PERIOD = 10
+#: The readiness probe period of the timed runs' pods (seconds).
+PROBE_PERIOD = 1
 SETTLE_SECONDS = 5.0  # after the steady pods are Ready, before measuring
 
 
@@ -324,7 +328,7 @@ class PodWatch:
 
 
 async def api_run(
-    kubeconfig: Path, node: str, image: str, n: int, *, probe_period: int = 1
+    kubeconfig: Path, node: str, image: str, n: int, *, probe_period: int = PROBE_PERIOD
 ) -> dict[str, float]:
     """Create N pods concurrently, time all Ready; delete them all, time all DELETED."""
     run_id = secrets.token_hex(4)
@@ -433,10 +437,13 @@ def api_series(kubeconfig: Path, node: str, image: str, n: int, runs: int) -> di
     return series([trio.run(api_run, kubeconfig, node, image, n) for _ in range(runs)])
 
 
-def floor_series(endpoint: str, image: str, n: int, runs: int, workdir: Path) -> dict[str, Any]:
+def floor_series(
+    endpoint: str, image: str, n: int, runs: int, workdir: Path, probe_period: float | None = None
+) -> dict[str, Any]:
     async def one(i: int) -> dict[str, float]:
         async with open_cri_runtime(endpoint) as runtime:
-            return await floor_run(runtime, image, n, workdir / f"floor-{n}-{i}", READY_COMMAND)
+            run_dir = workdir / f"floor-{n}-{i}-{probe_period}"
+            return await floor_run(runtime, image, n, run_dir, READY_COMMAND, probe_period)
 
     return series([trio.run(one, i) for i in range(runs)])
 
@@ -500,11 +507,15 @@ def main() -> int:
                 out["go_kubelet"] = {"skipped": go_reason}
     for n in sizes:
         r = results[n]
-        floor, trio_k, go_k = (
-            r.get(k, {}).get("median", {}) for k in ("cri_floor", "kubelet_trio", "go_kubelet")
+        floor, probing, trio_k, go_k = (
+            r.get(k, {}).get("median", {})
+            for k in ("cri_floor", "cri_floor_probing", "kubelet_trio", "go_kubelet")
         )
         r["ratios"] = {
             "trio_over_floor_ready": ratio(trio_k.get("create_to_ready_s"), floor.get("all_ready_s")),
+            "trio_over_probing_floor_ready": ratio(
+                trio_k.get("create_to_ready_s"), probing.get("all_ready_s")
+            ),
             "trio_over_floor_gone": ratio(trio_k.get("delete_to_gone_s"), floor.get("all_gone_s")),
             "trio_over_go_ready": ratio(trio_k.get("create_to_ready_s"), go_k.get("create_to_ready_s")),
             "trio_over_go_gone": ratio(trio_k.get("delete_to_gone_s"), go_k.get("delete_to_gone_s")),
@@ -531,6 +542,9 @@ def _trio_benchmarks(
         image = cri.images.busybox
         for n in sizes:
             results[n]["cri_floor"] = floor_series(cri.endpoint, image, n, args.runs, workdir)
+            results[n]["cri_floor_probing"] = floor_series(
+                cri.endpoint, image, n, args.runs, workdir, probe_period=PROBE_PERIOD
+            )
         with trio_kubelet(plane, cri, workdir / "trio", args.log_dir, args.trio_arg) as proc:
             if args.steady_seconds > 0:  # first: no leftovers of earlier pods for the kubelet to clean up
                 steady["kubelet_trio"] = steady_state(plane, TRIO_NODE, image, proc.pid, args.steady_seconds)
