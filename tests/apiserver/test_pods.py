@@ -108,6 +108,39 @@ async def test_graceful_delete_stops_containers_then_removes_the_pod(
         assert terminal and terminal[-1] < order.index(final)
 
 
+async def test_delete_collection_removes_only_the_selected_pods(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """As on a real API server (the conformance tier checks the same): the selected pods are marked for
+    graceful deletion, the kubelet stops them and they go; the others are untouched."""
+    clock = WallClock()
+    async with open_fake_api(now=clock.now) as api, open_api_node(api, clock=clock) as node:
+        for name in ("batch-0", "batch-1", "keeper"):
+            manifest = pod_manifest(name, {"app": "run"})
+            if name.startswith("batch"):
+                manifest["metadata"]["labels"] = {"set": "batch"}
+            api.create_pod(manifest)
+        with trio.fail_after(30):
+            await api.wait_for(lambda: all(running(api, n) for n in ("batch-0", "batch-1", "keeper")))
+        async with api.client() as client:
+            answer = await client.request(
+                "DELETE", "/api/v1/namespaces/default/pods", params={"labelSelector": "set=batch"}
+            )
+        # the selected pods as they were before (kube-apiserver 1.24 answers so), now marked for deletion
+        assert answer["kind"] == "PodList"
+        assert [p["metadata"]["name"] for p in answer["items"]] == ["batch-0", "batch-1"]
+        assert not any("deletionTimestamp" in p["metadata"] for p in answer["items"])
+        with trio.fail_after(60):
+            await api.wait_for(lambda: not api.has_pod("batch-0") and not api.has_pod("batch-1"))
+        # graceful: each went only with the kubelet's final DELETE, once its containers had stopped
+        for name in ("batch-0", "batch-1"):
+            (final,) = api.app.requests_for("DELETE", rf"/pods/{name}$")
+            assert final.body["gracePeriodSeconds"] == 0
+        keeper = api.pod("keeper")
+        assert "deletionTimestamp" not in keeper["metadata"] and running(api, "keeper")
+        assert len([c for c in await node.sim.list_containers() if c.state == 1]) == 1
+
+
 async def test_static_pod_gets_a_mirror_pod(autojump_clock: trio.testing.MockClock) -> None:
     clock = WallClock()
     async with open_fake_api(now=clock.now) as api, open_api_node(api, clock=clock) as node:

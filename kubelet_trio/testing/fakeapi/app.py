@@ -7,7 +7,8 @@ TokenReview and SubjectAccessReview creation, answered from :attr:`FakeApiApp.to
 :attr:`FakeApiApp.allowed`; TokenRequest (``serviceaccounts/<name>/token``,
 :mod:`kubelet_trio.testing.fakeapi.tokens`).
 Verbs: GET (list, ``watch=true``), POST, PUT, PATCH (``application/merge-patch+json``; also accepted as
-``strategic-merge-patch+json`` for the fields the kubelet writes), DELETE with ``DeleteOptions``. Pods
+``strategic-merge-patch+json`` for the fields the kubelet writes), DELETE with ``DeleteOptions`` (also of
+a collection, by label and field selector). Pods
 have the ``status`` and ``ephemeralcontainers`` subresources (GET, PUT, PATCH).
 
 ``GET .../pods/<name>/log`` is proxied, as the API server does for ``kubectl logs``, to the pod's node:
@@ -234,6 +235,14 @@ class FakeApiApp:
                 if not isinstance(body, dict):
                     raise FakeApiError(400, "BadRequest", "expected an object")
                 return 201, store.create(resource, namespace, body)
+            if method == "DELETE":
+                return 200, store.delete_collection(
+                    resource,
+                    namespace,
+                    field_selector=query.get("fieldSelector"),
+                    label_selector=query.get("labelSelector"),
+                    grace_period_seconds=_grace_period(body, query),
+                )
             raise FakeApiError(405, "MethodNotAllowed", f"{method} is not allowed on a collection")
         if method == "GET":
             if sub:
@@ -249,10 +258,8 @@ class FakeApiApp:
             return 200, store.patch(resource, namespace, name, body, sub)
         if method == "DELETE":
             options = body if isinstance(body, dict) else {}
-            grace = options.get("gracePeriodSeconds")
-            if grace is None and query.get("gracePeriodSeconds"):
-                grace = int(query["gracePeriodSeconds"])
             uid = (options.get("preconditions") or {}).get("uid")
+            grace = _grace_period(body, query)
             return 200, store.delete(resource, namespace, name, grace_period_seconds=grace, uid=uid)
         raise FakeApiError(405, "MethodNotAllowed", f"{method} is not allowed")
 
@@ -448,6 +455,14 @@ class FakeApiApp:
                 nursery.cancel_scope.cancel()
         finally:
             self.store.stop_watch(watcher)
+
+
+def _grace_period(body: Any, query: dict[str, str]) -> int | None:
+    """``DeleteOptions.gracePeriodSeconds`` from the body, else from the query (kubectl sends either)."""
+    grace = body.get("gracePeriodSeconds") if isinstance(body, dict) else None
+    if grace is None and query.get("gracePeriodSeconds"):
+        grace = int(query["gracePeriodSeconds"])
+    return grace
 
 
 def _line(event_type: str, obj: Obj) -> bytes:

@@ -557,6 +557,28 @@ class FakeStore:
         )
         return removed
 
+    def delete_collection(
+        self,
+        resource: str,
+        namespace: str | None,
+        *,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> Obj:
+        """Delete every selected object as :meth:`delete` would (pods on nodes gracefully). The answer is
+        the list as it was before, as kube-apiserver's delete-collection answers."""
+        selected = self.list(
+            resource, namespace, field_selector=field_selector, label_selector=label_selector
+        )
+        for obj in selected["items"]:
+            meta = obj["metadata"]
+            with contextlib.suppress(FakeApiError):  # gone meanwhile
+                self.delete(
+                    resource, meta.get("namespace"), meta["name"], grace_period_seconds=grace_period_seconds
+                )
+        return selected
+
     # -- watch --------------------------------------------------------------------------------------
 
     def watch(
