@@ -152,6 +152,7 @@ class PodStorage:
         names: set[str] = set()
         uids: set[str] = set()
         kept: list[Pod] = []
+        others = [(s, by_uid) for s, by_uid in self._pods.items() if s != source and by_uid]
         for pod in pods:
             if pod.metadata is None or not pod.uid:
                 logger.warning("dropping pod without a UID", extra=kv(source=source, pod=pod.full_name))
@@ -159,7 +160,7 @@ class PodStorage:
             if pod.full_name in names or pod.uid in uids:
                 logger.warning("dropping duplicate pod", extra=kv(source=source, pod=kobj(pod), uid=pod.uid))
                 continue
-            owner = next((s for s, by_uid in self._pods.items() if s != source and pod.uid in by_uid), None)
+            owner = next((s for s, by_uid in others if pod.uid in by_uid), None) if others else None
             if owner is not None:
                 logger.warning(
                     "dropping pod whose UID belongs to another source",
