@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +122,30 @@ async def wait_nodes_ready(client: ApiClient, names: set[str], limit: float) -> 
             await trio.sleep(0.5)
 
 
+FLOOR_APP = "bench-floor"
+
+
+def pod_names(app: str, nodes: list[str], per_node: int) -> dict[str, str]:
+    """The benchmark's pod names (``app`` label value as prefix), each with its node."""
+    return {f"{app}-{n}-{i}": n for n in nodes for i in range(per_node)}
+
+
+async def concurrently(fn: Callable[..., Awaitable[None]], items: Iterable[tuple[str, ...]]) -> None:
+    """``fn(*item)`` for every item, ``CREATE_CONCURRENCY`` at a time."""
+    send, receive = trio.open_memory_channel[tuple[str, ...]](math.inf)
+    for item in items:
+        send.send_nowait(item)
+    send.close()
+
+    async def worker(work: trio.MemoryReceiveChannel[tuple[str, ...]]) -> None:
+        async for item in work:
+            await fn(*item)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(CREATE_CONCURRENCY):
+            nursery.start_soon(worker, receive.clone())
+
+
 def running_ready_status(pod: dict[str, Any]) -> dict[str, Any]:
     """The one status write that takes a created pod to Running and Ready: the least any kubelet sends."""
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -159,8 +183,8 @@ async def start_pods(
 
     ``api_floor``: no kubelet; this process writes each pod's status once, right after creating it (the
     least API work the start of these pods can cause on this control plane)."""
-    app = "bench-floor" if api_floor else "bench"
-    names = {f"{app}-{n}-{i}": n for n in nodes for i in range(per_node)}
+    app = FLOOR_APP if api_floor else "bench"
+    names = pod_names(app, nodes, per_node)
     initial = await client.get("/api/v1/namespaces/default/pods", {"labelSelector": f"app={app}"})
     ready: set[str] = set()
     first_ready: float | None = None
@@ -169,24 +193,17 @@ async def start_pods(
 
     async def create_all() -> None:
         nonlocal created_at
-        send, receive = trio.open_memory_channel[tuple[str, str]](len(names))
-        for item in names.items():
-            send.send_nowait(item)
-        send.close()
 
-        async def creator() -> None:
-            async for name, node in receive:
-                try:
-                    pod = await client.create("/api/v1/namespaces/default/pods", bench_pod(name, node, app))
-                    if api_floor:
-                        path = f"/api/v1/namespaces/default/pods/{name}/status"
-                        await client.merge_patch(path, running_ready_status(pod))
-                except ApiClientError as err:
-                    raise RuntimeError(f"creating pod {name}: {err}") from err
+        async def create(name: str, node: str) -> None:
+            try:
+                pod = await client.create("/api/v1/namespaces/default/pods", bench_pod(name, node, app))
+                if api_floor:
+                    path = f"/api/v1/namespaces/default/pods/{name}/status"
+                    await client.merge_patch(path, running_ready_status(pod))
+            except ApiClientError as err:
+                raise RuntimeError(f"creating pod {name}: {err}") from err
 
-        async with trio.open_nursery() as creators:
-            for _ in range(CREATE_CONCURRENCY):
-                creators.start_soon(creator)
+        await concurrently(create, names.items())
         created_at = trio.current_time() - start
 
     with trio.move_on_after(limit) as deadline:
@@ -313,27 +330,23 @@ async def run_api(
         return registered, result
 
 
-async def run_api_floor(kubeconfig: Path, nodes: list[str], per_node: int, limit: float) -> dict[str, Any]:
+async def run_api_floor(
+    kubeconfig: Path, nodes: list[str], per_node: int, limit: float, groups: dict[str, list[int]]
+) -> dict[str, Any]:
     """The same pods with no kubelet: created, one status write each, seen Running and Ready through the
-    watch; then removed (grace 0, no kubelet to wait for)."""
+    watch, with the CPU of ``groups`` over that start; then removed (grace 0, no kubelet to wait for)."""
     config = load_kubeconfig(str(kubeconfig))
     async with open_api_client(config, qps=0, request_timeout=600) as client:
         before = await pod_requests(client)
+        since, t0 = usage(groups), time.monotonic()
         result = await start_pods(client, nodes, per_node, limit, api_floor=True)
+        result["usage"] = measure(groups, since, t0)
         result["pod_requests"] = request_delta(before, await pod_requests(client))
 
-        async def remove(names: trio.MemoryReceiveChannel[str]) -> None:
-            async for name in names:
-                await client.delete(f"/api/v1/namespaces/default/pods/{name}", grace_period_seconds=0)
+        async def remove(name: str, _node: str) -> None:
+            await client.delete(f"/api/v1/namespaces/default/pods/{name}", grace_period_seconds=0)
 
-        send, receive = trio.open_memory_channel[str](math.inf)
-        for n in nodes:
-            for i in range(per_node):
-                send.send_nowait(f"bench-floor-{n}-{i}")
-        send.close()
-        async with trio.open_nursery() as nursery:
-            for _ in range(CREATE_CONCURRENCY):
-                nursery.start_soon(remove, receive.clone())
+        await concurrently(remove, pod_names(FLOOR_APP, nodes, per_node).items())
         return result
 
 
@@ -411,9 +424,8 @@ def main() -> None:
     if not args.skip_api_floor:
         floor_nodes = [f"floor-{i}" for i in range(args.nodes)]
         groups = {"bench": [os.getpid()], "apiserver": apiserver_pids}
-        since, t0 = usage(groups), time.monotonic()
-        floor = trio.run(run_api_floor, kubeconfig, floor_nodes, args.pods_per_node, args.limit)
-        result["api_floor"] = {**floor, "usage": measure(groups, since, t0)}
+        args_floor = (kubeconfig, floor_nodes, args.pods_per_node, args.limit, groups)
+        result["api_floor"] = trio.run(run_api_floor, *args_floor)
         time.sleep(5)  # the removal settles
     log = (work / "sim-nodes.log").open("wb")
     sim = subprocess.Popen(

@@ -285,7 +285,7 @@ class ContainerLifecycle:
             )
             verify_run_as_non_root(pod, container, image_user)
             options = await self.run_options(pod, container, pod_ip)
-            # One hop to the file system for both (each is a thread hop in production).
+            # the restart count from the logs and the log directory: one file-system (thread) hop for both
             counted = await self.run_sync(_prepare_log_dir, log_dir, previous is None)
         except Exception as err:
             self.event(pod, "Warning", "Failed", f"Error: {err}")

@@ -550,15 +550,17 @@ class SimRuntime:
 
     async def list_containers(self, filter: pb.ContainerFilter | None = None) -> list[pb.Container]:
         now = self._now()
-        containers = self._filter_containers(
-            filter.id if filter is not None else "",
-            filter.pod_sandbox_id if filter is not None else "",
-            filter.label_selector if filter is not None else {},
-        )
+        containers = self._selected(filter)
         if filter is not None and filter.state is not None:
             wanted = filter.state.state
             containers = [c for c in containers if c.state(now) is wanted]
         return [c.to_pb(now) for c in containers]
+
+    def _selected(self, filter: pb.ContainerFilter | pb.ContainerStatsFilter | None) -> list[ContainerRecord]:
+        """The containers a list or stats filter selects by id, sandbox and labels (all when None)."""
+        if filter is None:
+            return self._filter_containers("", "", {})
+        return self._filter_containers(filter.id, filter.pod_sandbox_id, filter.label_selector)
 
     def _filter_containers(
         self, container_id: str, sandbox_id: str, selector: Mapping[str, str]
@@ -661,11 +663,7 @@ class SimRuntime:
         self, filter: pb.ContainerStatsFilter | None = None
     ) -> list[pb.ContainerStats]:
         now = self._now()
-        containers = self._filter_containers(
-            filter.id if filter is not None else "",
-            filter.pod_sandbox_id if filter is not None else "",
-            filter.label_selector if filter is not None else {},
-        )
+        containers = self._selected(filter)
         return [self._stats(c, now) for c in containers]
 
     async def list_pod_sandbox_stats(
