@@ -130,7 +130,7 @@ async def _wait_for_server(client: ApiClient) -> None:
     with trio.move_on_after(SERVER_WAIT):
         while True:
             try:
-                await client.get("/healthz")
+                await client.get_text("/healthz")
                 return
             except ApiClientError as err:
                 logger.info("waiting for the API server", extra=kv(error=err))

@@ -2,14 +2,15 @@
 
 Each issued pair is written once, certificate then key in one PEM file readable by root only
 (``<prefix>-2006-01-02-15-04-05.pem``, mode 0600), and ``<prefix>-current.pem`` is a symlink to the newest:
-a kubeconfig names the link, so rotation never rewrites a file a reader may be loading. The link is
-replaced atomically (a new link renamed over the old). Older pairs are kept, as Go keeps them.
+a kubeconfig names the link. Both the file and the link are replaced atomically (written aside, renamed
+over), so a reader loading the pair never sees half of one. Older pairs are kept, as Go keeps them.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import tempfile
 from pathlib import Path
 
 import attrs
@@ -109,11 +110,13 @@ class FileStore:
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d-%H-%M-%S")
         path = self.directory / f"{self.prefix}-{stamp}.pem"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # written aside and renamed into place: two pairs in one second share a name, and the current
+        # link may already name it while a server is loading it
+        fd, staged = tempfile.mkstemp(prefix=f".{path.name}.", dir=self.directory)  # mode 0600
         with os.fdopen(fd, "wb") as out:
             out.write(cert_pem if cert_pem.endswith(b"\n") else cert_pem + b"\n")
             out.write(key_pem)
-        os.chmod(path, 0o600)  # an existing file keeps its mode through O_CREAT
+        os.replace(staged, path)
         updated = self.directory / f"{self.prefix}-{CURRENT}.pem.updated"
         updated.unlink(missing_ok=True)
         updated.symlink_to(path.resolve())

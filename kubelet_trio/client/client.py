@@ -23,7 +23,7 @@ import json
 import logging
 import platform
 import random
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -182,17 +182,25 @@ class ApiClient:
         params: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str = JSON,
+        decode: Callable[[httpx.Response, str, str], Any] | None = None,
     ) -> Any:
-        """One API call with rate limit and retries; the decoded JSON answer (None when empty)."""
+        """One API call with rate limit and retries; the decoded JSON answer (None when empty), or what
+        ``decode(response, method, path)`` makes of a successful answer."""
         started = trio.current_time()
         try:
-            return await self._request(method, path, params, body, content_type)
+            return await self._request(method, path, params, body, content_type, decode or _decode)
         finally:
             if self.metrics is not None:
                 self.metrics.request_latency(method, self.host, trio.current_time() - started)
 
     async def _request(
-        self, method: str, path: str, params: Mapping[str, str] | None, body: Any, content_type: str
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None,
+        body: Any,
+        content_type: str,
+        decode: Callable[[httpx.Response, str, str], Any],
     ) -> Any:
         import httpx
 
@@ -228,7 +236,7 @@ class ApiClient:
                 code = response.status_code
                 self._result(str(code), method)
                 if code < 300:
-                    return _decode(response, method, path)
+                    return decode(response, method, path)
                 error = error_from_response(code, response.content)
                 if code != 429 and code < 500:
                     raise error
@@ -245,6 +253,11 @@ class ApiClient:
 
     async def get(self, path: str, params: Mapping[str, str] | None = None) -> Any:
         return await self.request("GET", path, params=params)
+
+    async def get_text(self, path: str) -> str:
+        """A plain-text answer, such as ``/healthz``'s ``ok``."""
+        text: str = await self.request("GET", path, decode=lambda response, _method, _path: response.text)
+        return text
 
     async def create(self, path: str, obj: Mapping[str, Any]) -> Any:
         return await self.request("POST", path, body=obj)

@@ -93,10 +93,10 @@ async def test_rate_limit_qps_and_burst(autojump_clock: trio.testing.MockClock) 
     async with open_fake_api() as api, api.client(qps=50, burst=100) as client:
         start = trio.current_time()
         for _ in range(100):
-            await client.get("/healthz")
+            await client.get_text("/healthz")
         assert trio.current_time() == start  # the burst
         for _ in range(100):
-            await client.get("/healthz")
+            await client.get_text("/healthz")
         assert trio.current_time() - start == pytest.approx(2.0)  # then 50 per second
 
 

@@ -25,7 +25,7 @@ from kubelet_trio.certificate import (
     kubeconfig_still_valid,
     load_client_cert,
 )
-from kubelet_trio.certificate.bootstrap import OpenClient
+from kubelet_trio.certificate.bootstrap import SERVER_POLL, OpenClient
 from kubelet_trio.client import ApiClient, KubeConfig, load_kubeconfig
 from kubelet_trio.clock import WallClock
 from kubelet_trio.fsio import run_inline
@@ -69,9 +69,11 @@ async def test_bootstrap_requests_a_node_client_certificate_and_writes_a_kubecon
     kubeconfig, boot, cert_dir = bootstrap_files(tmp_path)
     async with fake_cluster(clock) as (api, signer), trio.open_nursery() as nursery:
         await nursery.start(signer.run)
+        started = trio.current_time()
         issued = await load_client_cert(
             kubeconfig, boot, cert_dir, NODE, now=clock.now, open_client=opener(api), run_sync=run_inline
         )
+        assert trio.current_time() == started  # a healthy API server ("ok" in plain text) is not waited for
         nursery.cancel_scope.cancel()
     assert issued is True
     (csr,) = api.store.list(CSR_RESOURCE, None)["items"]
@@ -109,6 +111,24 @@ async def test_bootstrap_requests_a_node_client_certificate_and_writes_a_kubecon
         x509.load_pem_x509_certificate(loaded.client_cert_data or b"").serial_number
         == pair.leaf.serial_number
     )
+
+
+async def test_an_api_server_not_yet_healthy_is_asked_again_every_2_seconds(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    clock = WallClock()
+    kubeconfig, boot, cert_dir = bootstrap_files(tmp_path)
+    async with fake_cluster(clock) as (api, signer), trio.open_nursery() as nursery:
+        await nursery.start(signer.run)
+        api.app.inject("GET", "^/healthz$", 403, times=2)  # e.g. RBAC not yet in place for the token
+        started = trio.current_time()
+        await load_client_cert(
+            kubeconfig, boot, cert_dir, NODE, now=clock.now, open_client=opener(api), run_sync=run_inline
+        )
+        assert trio.current_time() - started == pytest.approx(2 * SERVER_POLL)
+        nursery.cancel_scope.cancel()
+    assert len(api.app.requests_for("GET", "^/healthz$")) == 3
+    assert len(api.store.list(CSR_RESOURCE, None)["items"]) == 1
 
 
 async def test_a_denied_request_fails_with_the_reason(

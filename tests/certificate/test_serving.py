@@ -4,6 +4,7 @@ running TLS server (real TLS on loopback, fake API server)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 import ssl
 from functools import partial
@@ -13,7 +14,13 @@ import trio
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from kubelet_trio.certificate import open_serving_certificate, reload_certificate_files
+from kubelet_trio.certificate import (
+    CertificateTemplate,
+    FileStore,
+    open_serving_certificate,
+    reload_certificate_files,
+)
+from kubelet_trio.certificate.serving import placeholder_pair
 from kubelet_trio.testing.fakeapi import open_fake_api
 from kubelet_trio.testing.fakeapi.csr import CSR_RESOURCE, CsrSigner, csr_request
 
@@ -85,3 +92,26 @@ async def _close(stream: trio.SSLStream[trio.SocketStream]) -> None:
     except (trio.BrokenResourceError, ssl.SSLError):
         return
     await stream.aclose()
+
+
+def test_a_second_pair_in_the_same_second_never_rewrites_the_file_a_reader_has_open(
+    tmp_path: Path,
+) -> None:
+    """The placeholder and the issued pair are often stored within one second (one dated name): the
+    issued one is renamed into place, so a server loading the placeholder reads all of it."""
+    store = FileStore("kubelet-server", tmp_path)
+    template = CertificateTemplate.for_node(NODE, ips=["127.0.0.1"])
+    now = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    first = store.update(*placeholder_pair(template, now), now=now)
+    with store.current_path.open("rb", buffering=0) as loading:
+        head = loading.read(100)
+        second = store.update(*placeholder_pair(template, now), now=now)
+        rest = loading.read()
+    assert head + rest == first.cert_pem + first.key_pem
+    current = store.current()
+    assert current is not None and current.leaf.serial_number == second.leaf.serial_number
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "kubelet-server-2026-01-02-03-04-05.pem",
+        "kubelet-server-current.pem",
+    ]
+    assert (tmp_path / "kubelet-server-2026-01-02-03-04-05.pem").stat().st_mode & 0o777 == 0o600

@@ -79,9 +79,13 @@ def test_a_node_joins_with_a_bootstrap_token_and_rotates_its_certificate(
     log = tmp_path / "kubelet.log"
     kubelet_port = free_port()
 
-    def logs() -> str:
+    def logs() -> str:  # the last lines first: a failure report may keep only a message's two ends
+        text = log.read_text(errors="replace")
         return (
-            log.read_text(errors="replace")[-6000:]
+            "--- the kubelet's last lines ---\n"
+            + "\n".join(text.splitlines()[-6:])
+            + "\n--- kubelet ---\n"
+            + text[-6000:]
             + "\n--- controller manager ---\n"
             + cluster.controller_manager_log(2000)
         )

@@ -177,6 +177,9 @@ class FakeApiApp:
             error = FakeApiError(injection.code, injection.reason, injection.message)
             await _respond(send, injection.code, error.status(), injection.headers)
             return
+        if path in ("/healthz", "/readyz", "/livez"):  # plain text, as kube-apiserver answers
+            await _respond_raw(send, 200, b"ok", "text/plain; charset=utf-8")
+            return
         try:
             if method == "GET" and query.get("watch") in ("true", "1"):
                 await self._watch(path, query, receive, send)
@@ -203,8 +206,6 @@ class FakeApiApp:
         return match["resource"], match.groupdict().get("ns"), match["name"], match["sub"]
 
     def _handle(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Obj]:
-        if path in ("/healthz", "/readyz", "/livez"):
-            return 200, {"status": "ok"}
         if path == "/version":
             return 200, {"major": "1", "minor": "33", "gitVersion": "v1.33.0-fake"}
         if method == "GET" and (document := discovery(path)) is not None:
@@ -470,8 +471,13 @@ def _line(event_type: str, obj: Obj) -> bytes:
 
 
 async def _respond(send: Send, code: int, body: Obj, headers: dict[str, str] | None = None) -> None:
-    raw = json.dumps(body).encode()
-    header_list = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
+    await _respond_raw(send, code, json.dumps(body).encode(), "application/json", headers)
+
+
+async def _respond_raw(
+    send: Send, code: int, raw: bytes, content_type: str, headers: dict[str, str] | None = None
+) -> None:
+    header_list = [(b"content-type", content_type.encode()), (b"content-length", str(len(raw)).encode())]
     header_list += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": code, "headers": header_list})
     await send({"type": "http.response.body", "body": raw, "more_body": False})
