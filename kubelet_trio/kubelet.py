@@ -668,14 +668,35 @@ class Kubelet:
         self._sources_seen.add(update.source)
 
     def handle_pod_additions(self, pods: Iterable[Pod]) -> None:
+        # the active pods are listed once per batch and then follow its admissions: listing them again
+        # for each pod made adding n pods cost n^2 (a second for 1000)
+        active: list[Pod] | None = None
+
+        def active_pods() -> list[Pod]:
+            nonlocal active
+            if active is None:
+                active = [p for p in self.pod_manager.pods() if self._is_admitted_active(p.uid)]
+            return active
+
         for pod in sorted(pods, key=lambda p: (p.metadata.creation_timestamp or "") if p.metadata else ""):
             self.pod_manager.add_or_update(pod)
             logger.info("pod added", extra=kv(pod=kobj(pod), uid=pod.uid))
-            if self._reject_if_not_admitted(pod):
+            known = self.pod_workers.is_known(pod.uid)  # then already among the active pods, if active
+            if self._reject_if_not_admitted(pod, active_pods):
                 continue
             self.pod_workers.update_pod(UpdatePodOptions(UpdateType.CREATE, pod=pod))
+            if active is not None and not known and self._is_admitted_active(pod.uid):
+                active.append(pod)
 
-    def _reject_if_not_admitted(self, pod: Pod) -> bool:
+    def _is_admitted_active(self, uid: str) -> bool:
+        """Go ``filterOutInactivePods`` over the admitted pods: the ones new pods are admitted against."""
+        return (
+            uid not in self.rejected
+            and self.pod_workers.is_known(uid)
+            and not self.pod_workers.is_termination_requested(uid)
+        )
+
+    def _reject_if_not_admitted(self, pod: Pod, active_pods: Callable[[], list[Pod]]) -> bool:
         """Go ``canAdmitPod`` + ``rejectPod``: against the active pods, in creation order."""
         if pod.uid in self.rejected:
             return True
@@ -686,15 +707,7 @@ class Kubelet:
             self.eviction_manager.admit(pod) or self._sysctls.admit(pod) or self.shutdown_manager.admit(pod)
         )
         if rejection is None and self._admit is not None:
-            active = [
-                p
-                for p in self.pod_manager.pods()
-                if p.uid != pod.uid
-                and p.uid not in self.rejected
-                and self.pod_workers.is_known(p.uid)
-                and not self.pod_workers.is_termination_requested(p.uid)
-            ]
-            rejection = self._admit(pod, active)
+            rejection = self._admit(pod, active_pods())  # not known yet, so not among them
         if rejection is None:
             return False
         self.rejected.add(pod.uid)

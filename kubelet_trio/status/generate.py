@@ -8,6 +8,7 @@ status, the reason cache, probe results, node IPs, the current time).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 from collections import Counter
@@ -343,11 +344,19 @@ def _has_any_active_regular_container_started(spec: PodSpec, status: RuntimePodS
     return any(cs.name in names and cs.created_at >= since for cs in status.container_statuses)
 
 
-def _ip_family(ip: str) -> int | None:
+@functools.lru_cache(maxsize=4096)  # every status generation parses the same few addresses again
+def _parsed_ip(ip: str) -> tuple[int, str] | None:
+    """(family, canonical text) of an address, None when it is not one."""
     try:
-        return ipaddress.ip_address(ip).version
+        address = ipaddress.ip_address(ip)
     except ValueError:
         return None
+    return address.version, str(address)
+
+
+def _ip_family(ip: str) -> int | None:
+    parsed = _parsed_ip(ip)
+    return parsed[0] if parsed else None
 
 
 def _sort_pod_ips(ips: Sequence[str], node_ips: Sequence[str]) -> list[str]:
@@ -358,8 +367,9 @@ def _sort_pod_ips(ips: Sequence[str], node_ips: Sequence[str]) -> list[str]:
     result = []
     for family in (primary, secondary):
         for ip in ips:
-            if _ip_family(ip) == family:
-                result.append(str(ipaddress.ip_address(ip)))
+            parsed = _parsed_ip(ip)
+            if parsed is not None and parsed[0] == family:
+                result.append(parsed[1])
                 break
     return result
 
