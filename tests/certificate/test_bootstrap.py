@@ -62,19 +62,29 @@ def opener(api: FakeApi) -> OpenClient:
     return open_client
 
 
-async def test_bootstrap_requests_a_node_client_certificate_and_writes_a_kubeconfig(
-    autojump_clock: trio.testing.MockClock, tmp_path: Path
-) -> None:
-    clock = WallClock()
+async def bootstrap_node(
+    api: FakeApi, signer: CsrSigner, clock: WallClock, tmp_path: Path
+) -> tuple[bool, float]:
+    """Bootstrap NODE from :func:`bootstrap_files` with the signer running: (issued, seconds it took)."""
     kubeconfig, boot, cert_dir = bootstrap_files(tmp_path)
-    async with fake_cluster(clock) as (api, signer), trio.open_nursery() as nursery:
+    async with trio.open_nursery() as nursery:
         await nursery.start(signer.run)
         started = trio.current_time()
         issued = await load_client_cert(
             kubeconfig, boot, cert_dir, NODE, now=clock.now, open_client=opener(api), run_sync=run_inline
         )
-        assert trio.current_time() == started  # a healthy API server ("ok" in plain text) is not waited for
         nursery.cancel_scope.cancel()
+    return issued, trio.current_time() - started
+
+
+async def test_bootstrap_requests_a_node_client_certificate_and_writes_a_kubeconfig(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    clock = WallClock()
+    kubeconfig, _, cert_dir = bootstrap_files(tmp_path)
+    async with fake_cluster(clock) as (api, signer):
+        issued, took = await bootstrap_node(api, signer, clock, tmp_path)
+    assert took == 0  # a healthy API server ("ok" in plain text) is not waited for
     assert issued is True
     (csr,) = api.store.list(CSR_RESOURCE, None)["items"]
     assert csr["metadata"]["name"].startswith("node-csr-")
@@ -117,16 +127,11 @@ async def test_an_api_server_not_yet_healthy_is_asked_again_every_2_seconds(
     autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
     clock = WallClock()
-    kubeconfig, boot, cert_dir = bootstrap_files(tmp_path)
-    async with fake_cluster(clock) as (api, signer), trio.open_nursery() as nursery:
-        await nursery.start(signer.run)
+    async with fake_cluster(clock) as (api, signer):
         api.app.inject("GET", "^/healthz$", 403, times=2)  # e.g. RBAC not yet in place for the token
-        started = trio.current_time()
-        await load_client_cert(
-            kubeconfig, boot, cert_dir, NODE, now=clock.now, open_client=opener(api), run_sync=run_inline
-        )
-        assert trio.current_time() - started == pytest.approx(2 * SERVER_POLL)
-        nursery.cancel_scope.cancel()
+        issued, took = await bootstrap_node(api, signer, clock, tmp_path)
+    assert issued is True
+    assert took == pytest.approx(2 * SERVER_POLL)
     assert len(api.app.requests_for("GET", "^/healthz$")) == 3
     assert len(api.store.list(CSR_RESOURCE, None)["items"]) == 1
 
