@@ -10,16 +10,20 @@ Go kubelet. Prints JSON.
   watch (opened before the creates) has seen condition Ready=True for all; then all deleted (default
   grace) and the time until the watch has seen DELETED for all. ``--runs`` runs per N, each reported,
   and the median.
-- The CRI floor in the same run: the same pods straight through the CRI (``_common.floor_run``: sandbox,
-  create, start, one successful ExecSync of the readiness command = Ready; stop container, stop and remove
-  sandbox), before the kubelet starts; and ``cri_floor_probing``: the same, with every ready pod going on
-  running its readiness command every second until all are ready (what the pods' 1 s readiness probes
-  ask of the runtime meanwhile, under any kubelet).
-- The Go kubelet (``/usr/local/kubebuilder/bin/kubelet-go``, when built) after kubelet-trio, on its own
-  private containerd, joined to the same API server as another node, with ``--kube-api-qps 50
-  --kube-api-burst 100`` (kubelet-trio's defaults) and, once per N, with its own defaults (QPS 5).
+- The CRI floor in the same run, on a private containerd of its own: the same pods straight through the
+  CRI (``_common.floor_run``: sandbox, create, start, one successful ExecSync of the readiness command =
+  Ready; stop container, stop and remove sandbox); and ``cri_floor_probing``: the same, with every ready
+  pod going on running its readiness command every second until all are ready (what the pods' 1 s
+  readiness probes ask of the runtime meanwhile, under any kubelet).
+- The Go kubelet (``/usr/local/kubebuilder/bin/kubelet-go``, when built) on its own private containerd,
+  joined to the same API server as another node, with ``--kube-api-qps 50 --kube-api-burst 100``
+  (kubelet-trio's defaults) and, once per N at the end, with its own defaults (QPS 5).
+- Interleaved: both kubelets are up from the start, and the runs go in rounds (per N and round, one run
+  each of the floor, the probing floor, kubelet-trio and the Go kubelet), so that what drifts on a shared
+  machine over the minutes of a benchmark falls on all of them alike; each kubelet idles while the
+  others are measured.
 - Steady state of each kubelet with 30 running pods with 10 s exec probes: CPU (% of one core) and RSS
-  over ``--steady-seconds``, measured first (right after the node is Ready), so no earlier pods remain
+  over ``--steady-seconds``, measured first (right after the nodes are Ready), so no earlier pods remain
   to be cleaned up.
 - Per run, where the time went as a client sees it: all pods reported running, then (median per pod)
   running → Ready reported; all reported terminated after the delete, then gone. Medians are per key.
@@ -44,10 +48,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import attrs
 import httpx
 import trio
 import yaml
@@ -84,6 +90,10 @@ STEADY_PROBE_PERIOD = 10
 #: The readiness probe period of the timed runs' pods (seconds).
 PROBE_PERIOD = 1
 SETTLE_SECONDS = 5.0  # after the steady pods are Ready, before measuring
+ORDER = (
+    "interleaved: both kubelets up from the start (each idle while the other is measured); per size and "
+    "round one run each of the CRI floor, the probing floor, kubelet-trio and the Go kubelet"
+)
 
 
 # -- the control plane --------------------------------------------------------------------------------
@@ -433,19 +443,23 @@ def series(runs: list[dict[str, float]]) -> dict[str, Any]:
     return {"runs": runs, "median": medians(runs)}
 
 
-def api_series(kubeconfig: Path, node: str, image: str, n: int, runs: int) -> dict[str, Any]:
-    return series([trio.run(api_run, kubeconfig, node, image, n) for _ in range(runs)])
-
-
-def floor_series(
-    endpoint: str, image: str, n: int, runs: int, workdir: Path, probe_period: float | None = None
-) -> dict[str, Any]:
-    async def one(i: int) -> dict[str, float]:
+def floor_once(
+    endpoint: str, image: str, n: int, *, workdir: Path, probe_period: float | None
+) -> dict[str, float]:
+    async def one() -> dict[str, float]:
         async with open_cri_runtime(endpoint) as runtime:
-            run_dir = workdir / f"floor-{n}-{i}-{probe_period}"
+            run_dir = workdir / f"floor-{n}-{secrets.token_hex(3)}-{probe_period}"
             return await floor_run(runtime, image, n, run_dir, READY_COMMAND, probe_period)
 
-    return series([trio.run(one, i) for i in range(runs)])
+    return trio.run(one)
+
+
+@attrs.define
+class Subject:
+    """One measured thing of the interleaved rounds: how to do one N-pod run of it."""
+
+    key: str  # its key in the JSON
+    run: Callable[[int], dict[str, float]]
 
 
 def main() -> int:
@@ -488,35 +502,86 @@ def main() -> int:
             "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
         },
         "runs_per_size": args.runs,
+        "order": ORDER,
         "pod": "busybox, sh trap TERM + sleep, exec readiness probe `cat /etc/hostname` every 1 s, grace 5 s",
     }
-    results: dict[int, dict[str, Any]] = {n: {} for n in sizes}
+    results: dict[int, dict[str, Any]] = {}
     steady: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="kubelet-trio-api-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="kubelet-trio-api-bench-") as tmp, ExitStack() as stack:
         workdir = Path(tmp)
-        with control_plane(args.api, workdir) as plane:
-            out["control_plane"] = plane.label
-            if not args.skip_trio:
-                _trio_benchmarks(plane, workdir, sizes, args, results, steady, out)
-            if go_reason is None:
-                try:
-                    out["go_kubelet"] = _go_benchmarks(plane, workdir, sizes, args, results, steady)
-                except RuntimeError as err:
-                    out["go_kubelet"] = {"error": str(err)}
-            else:
-                out["go_kubelet"] = {"skipped": go_reason}
+        plane = stack.enter_context(control_plane(args.api, workdir))
+        out["control_plane"] = plane.label
+        subjects: list[Subject] = []
+        trio_pid: int | None = None
+        trio_image = ""
+        if not args.skip_trio:
+            floor = stack.enter_context(LocalCriEnvironment(workdir / "cri-floor"))
+            cri = stack.enter_context(LocalCriEnvironment(workdir / "cri-trio"))
+            trio_pid = stack.enter_context(
+                trio_kubelet(plane, cri, workdir / "trio", args.log_dir, args.trio_arg)
+            ).pid
+            trio_image = cri.images.busybox
+            floor_of = partial(floor_once, floor.endpoint, floor.images.busybox, workdir=workdir)
+            subjects += [
+                Subject("cri_floor", partial(floor_of, probe_period=None)),
+                Subject("cri_floor_probing", partial(floor_of, probe_period=PROBE_PERIOD)),
+                Subject("kubelet_trio", partial(_api_once, plane.kubeconfig, TRIO_NODE, trio_image)),
+            ]
+            if args.steady_seconds > 0:  # first: no leftovers of earlier pods for the kubelet to clean up
+                steady["kubelet_trio"] = steady_state(
+                    plane, TRIO_NODE, cri.images.busybox, trio_pid, args.steady_seconds
+                )
+        go_cri: LocalCriEnvironment | None = None
+        if go_reason is None:
+            out["go_kubelet"] = _go_info()
+            go_cri = stack.enter_context(LocalCriEnvironment(workdir / "cri-go"))
+        else:
+            out["go_kubelet"] = {"skipped": go_reason}
+        go_stack = stack.enter_context(ExitStack())  # the QPS 50 kubelet, stopped for the default-QPS runs
+        if go_cri is not None:
+            try:
+                go = go_stack.enter_context(go_kubelet(plane, go_cri, workdir / "go", args.log_dir, qps=True))
+                if args.steady_seconds > 0:
+                    steady["go_kubelet"] = steady_state(
+                        plane, GO_NODE, go_cri.images.busybox, go.pid, args.steady_seconds
+                    )
+                go_run = partial(_api_once, plane.kubeconfig, GO_NODE, go_cri.images.busybox)
+                subjects.append(Subject("go_kubelet", go_run))
+            except RuntimeError as err:
+                out["go_kubelet"] = {"error": str(err)}
+        for n in sizes:
+            runs: dict[str, list[dict[str, float]]] = {subject.key: [] for subject in subjects}
+            for _ in range(args.runs):  # one run of each per round: what drifts over the rounds hits all
+                for subject in list(subjects):
+                    try:
+                        runs[subject.key].append(subject.run(n))
+                    except RuntimeError as err:
+                        if subject.key != "go_kubelet":
+                            raise
+                        out["go_kubelet"] = {"error": str(err)}
+                        subjects.remove(subject)
+            results[n] = {key: series(values) for key, values in runs.items() if values}
+        if args.profile is not None and trio_pid is not None:
+            out["profile"] = profiled_run(plane.kubeconfig, trio_image, trio_pid, args.profile, max(sizes))
+        go_stack.close()
+        if go_cri is not None and "error" not in out["go_kubelet"] and not args.skip_go_default_qps:
+            with go_kubelet(plane, go_cri, workdir / "go", args.log_dir, qps=False):
+                for n in sizes:
+                    results[n]["go_kubelet_default_qps"] = series(
+                        [_api_once(plane.kubeconfig, GO_NODE, go_cri.images.busybox, n)]
+                    )
     for n in sizes:
         r = results[n]
-        floor, probing, trio_k, go_k = (
+        floor_m, probing, trio_k, go_k = (
             r.get(k, {}).get("median", {})
             for k in ("cri_floor", "cri_floor_probing", "kubelet_trio", "go_kubelet")
         )
         r["ratios"] = {
-            "trio_over_floor_ready": ratio(trio_k.get("create_to_ready_s"), floor.get("all_ready_s")),
+            "trio_over_floor_ready": ratio(trio_k.get("create_to_ready_s"), floor_m.get("all_ready_s")),
             "trio_over_probing_floor_ready": ratio(
                 trio_k.get("create_to_ready_s"), probing.get("all_ready_s")
             ),
-            "trio_over_floor_gone": ratio(trio_k.get("delete_to_gone_s"), floor.get("all_gone_s")),
+            "trio_over_floor_gone": ratio(trio_k.get("delete_to_gone_s"), floor_m.get("all_gone_s")),
             "trio_over_go_ready": ratio(trio_k.get("create_to_ready_s"), go_k.get("create_to_ready_s")),
             "trio_over_go_gone": ratio(trio_k.get("delete_to_gone_s"), go_k.get("delete_to_gone_s")),
         }
@@ -527,43 +592,12 @@ def main() -> int:
     return 0
 
 
-def _trio_benchmarks(
-    plane: ControlPlane,
-    workdir: Path,
-    sizes: Sequence[int],
-    args: argparse.Namespace,
-    results: dict[int, dict[str, Any]],
-    steady: dict[str, Any],
-    out: dict[str, Any],
-) -> None:
-    """The CRI floor, then kubelet-trio's runs, on one private containerd (the floor first: no kubelet
-    runs while it is measured)."""
-    with LocalCriEnvironment(workdir / "cri-trio") as cri:
-        image = cri.images.busybox
-        for n in sizes:
-            results[n]["cri_floor"] = floor_series(cri.endpoint, image, n, args.runs, workdir)
-            results[n]["cri_floor_probing"] = floor_series(
-                cri.endpoint, image, n, args.runs, workdir, probe_period=PROBE_PERIOD
-            )
-        with trio_kubelet(plane, cri, workdir / "trio", args.log_dir, args.trio_arg) as proc:
-            if args.steady_seconds > 0:  # first: no leftovers of earlier pods for the kubelet to clean up
-                steady["kubelet_trio"] = steady_state(plane, TRIO_NODE, image, proc.pid, args.steady_seconds)
-            for n in sizes:
-                results[n]["kubelet_trio"] = api_series(plane.kubeconfig, TRIO_NODE, image, n, args.runs)
-            if args.profile is not None:
-                out["profile"] = profiled_run(plane.kubeconfig, image, proc.pid, args.profile, max(sizes))
+def _api_once(kubeconfig: Path, node: str, image: str, n: int) -> dict[str, float]:
+    return trio.run(api_run, kubeconfig, node, image, n)
 
 
-def _go_benchmarks(
-    plane: ControlPlane,
-    workdir: Path,
-    sizes: Sequence[int],
-    args: argparse.Namespace,
-    results: dict[int, dict[str, Any]],
-    steady: dict[str, Any],
-) -> dict[str, Any]:
-    """The Go kubelet's runs (after kubelet-trio's, on a containerd of its own)."""
-    info: dict[str, Any] = {
+def _go_info() -> dict[str, Any]:
+    return {
         "binary": str(GO_KUBELET),
         "version": subprocess.run(
             [str(GO_KUBELET), "--version"], capture_output=True, text=True
@@ -571,18 +605,6 @@ def _go_benchmarks(
         "flags": "--kube-api-qps=50 --kube-api-burst=100 (and one run per N with the defaults, QPS 5), "
         "cgroupDriver cgroupfs, failSwapOn false, remote CRI",
     }
-    with LocalCriEnvironment(workdir / "cri-go") as cri:
-        image = cri.images.busybox
-        with go_kubelet(plane, cri, workdir / "go", args.log_dir, qps=True) as proc:
-            if args.steady_seconds > 0:
-                steady["go_kubelet"] = steady_state(plane, GO_NODE, image, proc.pid, args.steady_seconds)
-            for n in sizes:
-                results[n]["go_kubelet"] = api_series(plane.kubeconfig, GO_NODE, image, n, args.runs)
-        if not args.skip_go_default_qps:
-            with go_kubelet(plane, cri, workdir / "go", args.log_dir, qps=False):
-                for n in sizes:
-                    results[n]["go_kubelet_default_qps"] = api_series(plane.kubeconfig, GO_NODE, image, n, 1)
-    return info
 
 
 def _cpu_model() -> str:
