@@ -529,7 +529,7 @@ def main() -> int:
             ]
             if args.steady_seconds > 0:  # first: no leftovers of earlier pods for the kubelet to clean up
                 steady["kubelet_trio"] = steady_state(
-                    plane, TRIO_NODE, cri.images.busybox, trio_pid, args.steady_seconds
+                    plane, TRIO_NODE, trio_image, trio_pid, args.steady_seconds
                 )
         go_cri: LocalCriEnvironment | None = None
         if go_reason is None:
