@@ -16,8 +16,9 @@ Go kubelet. Prints JSON.
   pod going on running its readiness command every second until all are ready (what the pods' 1 s
   readiness probes ask of the runtime meanwhile, under any kubelet).
 - The Go kubelet (``/usr/local/kubebuilder/bin/kubelet-go``, when built) on its own private containerd,
-  joined to the same API server as another node, with ``--kube-api-qps 50 --kube-api-burst 100``
-  (kubelet-trio's defaults) and, once per N at the end, with its own defaults (QPS 5).
+  joined to the same API server as another node, with kubelet-trio's default client limits
+  (``kubeAPIQPS`` 50, ``kubeAPIBurst`` 100, ``eventRecordQPS`` 50, ``eventBurst`` 100: Go's own defaults
+  since 1.27) and, once per N at the end, with its 1.24 defaults (QPS 5, events 5 a second).
 - Interleaved: both kubelets are up from the start, and the runs go in rounds (per N and round, one run
   each of the floor, the probing floor, kubelet-trio and the Go kubelet), so that what drifts on a shared
   machine over the minutes of a benchmark falls on all of them alike; each kubelet idles while the
@@ -64,6 +65,7 @@ from _common import (
     log_tail,
     measure_process,
     medians,
+    proc_cpu_seconds,
     py_spy_record,
     ratio,
     stop_process,
@@ -71,6 +73,7 @@ from _common import (
     unmount_under,
 )
 
+from kubelet_trio import defaults
 from kubelet_trio.apimode import open_kubeconfig_client
 from kubelet_trio.client import ApiClient
 from kubelet_trio.cri.remote import open_cri_runtime
@@ -216,8 +219,13 @@ def go_kubelet_config(workdir: Path, *, qps: bool) -> Path:
         "authorization": {"mode": "AlwaysAllow"},
         "resolvConf": "/etc/resolv.conf",
     }
-    if qps:
-        config.update(kubeAPIQPS=50, kubeAPIBurst=100)
+    if qps:  # the same client limits as kubelet-trio's: both kubelets then do the same API work
+        config.update(
+            kubeAPIQPS=defaults.KUBE_API_QPS,
+            kubeAPIBurst=defaults.KUBE_API_BURST,
+            eventRecordQPS=defaults.EVENT_RECORD_QPS,
+            eventBurst=defaults.EVENT_BURST,
+        )
     path = workdir / ("config.yaml" if qps else "config-default-qps.yaml")
     path.write_text(yaml.safe_dump(config))
     return path
@@ -242,8 +250,6 @@ def go_kubelet(
         f"--pod-infra-container-image={cri.images.pause}",
         "--v=2",
     ]
-    if qps:
-        command += ["--kube-api-qps=50", "--kube-api-burst=100"]
     with log.open("wb") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -338,9 +344,16 @@ class PodWatch:
 
 
 async def api_run(
-    kubeconfig: Path, node: str, image: str, n: int, *, probe_period: int = PROBE_PERIOD
+    kubeconfig: Path,
+    node: str,
+    image: str,
+    n: int,
+    *,
+    pid: int | None = None,
+    probe_period: int = PROBE_PERIOD,
 ) -> dict[str, float]:
-    """Create N pods concurrently, time all Ready; delete them all, time all DELETED."""
+    """Create N pods concurrently, time all Ready; delete them all, time all DELETED. With the kubelet's
+    ``pid``, also the CPU time it used in each phase (on two cores its CPU competes with the runtime's)."""
     run_id = secrets.token_hex(4)
     path = f"/api/v1/namespaces/{NAMESPACE}/pods"
     async with open_kubeconfig_client(str(kubeconfig), qps=1000, burst=1000) as client:
@@ -348,6 +361,7 @@ async def api_run(
         async with trio.open_nursery() as nursery:
             await nursery.start(watch.run, client, path, f"bench-run={run_id}")
             names = [f"{node}-{n}-{run_id}-{i}" for i in range(n)]
+            cpu0 = proc_cpu_seconds(pid) if pid is not None else 0.0
             t0 = time.perf_counter()
             async with trio.open_nursery() as creates:
                 for name in names:
@@ -360,6 +374,7 @@ async def api_run(
             if scope.cancelled_caught:
                 raise RuntimeError(f"{node}: {len(watch.ready_at)}/{n} pods Ready after {PHASE_TIMEOUT:g}s")
             ready = max(watch.ready_at.values()) - t0
+            cpu1 = proc_cpu_seconds(pid) if pid is not None else 0.0
             t1 = time.perf_counter()
             async with trio.open_nursery() as deletes:
                 for name in names:
@@ -369,11 +384,15 @@ async def api_run(
             if scope.cancelled_caught:
                 raise RuntimeError(f"{node}: {len(watch.deleted_at)}/{n} pods gone after {PHASE_TIMEOUT:g}s")
             gone = max(watch.deleted_at.values()) - t1
+            cpu2 = proc_cpu_seconds(pid) if pid is not None else 0.0
     out = {
         "creates_s": round(created, 3),
         "create_to_ready_s": round(ready, 3),
         "delete_to_gone_s": round(gone, 3),
     }
+    if pid is not None:
+        out["kubelet_cpu_create_to_ready_s"] = round(cpu1 - cpu0, 2)
+        out["kubelet_cpu_delete_to_gone_s"] = round(cpu2 - cpu1, 2)
     # where the time went, as a client sees it: running reported, then the readiness probe's success
     # reported; terminated reported, then the object deleted
     if len(watch.running_at) == n:
@@ -525,7 +544,9 @@ def main() -> int:
             subjects += [
                 Subject("cri_floor", partial(floor_of, probe_period=None)),
                 Subject("cri_floor_probing", partial(floor_of, probe_period=PROBE_PERIOD)),
-                Subject("kubelet_trio", partial(_api_once, plane.kubeconfig, TRIO_NODE, trio_image)),
+                Subject(
+                    "kubelet_trio", partial(_api_once, plane.kubeconfig, TRIO_NODE, trio_image, trio_pid)
+                ),
             ]
             if args.steady_seconds > 0:  # first: no leftovers of earlier pods for the kubelet to clean up
                 steady["kubelet_trio"] = steady_state(
@@ -545,7 +566,7 @@ def main() -> int:
                     steady["go_kubelet"] = steady_state(
                         plane, GO_NODE, go_cri.images.busybox, go.pid, args.steady_seconds
                     )
-                go_run = partial(_api_once, plane.kubeconfig, GO_NODE, go_cri.images.busybox)
+                go_run = partial(_api_once, plane.kubeconfig, GO_NODE, go_cri.images.busybox, go.pid)
                 subjects.append(Subject("go_kubelet", go_run))
             except RuntimeError as err:
                 out["go_kubelet"] = {"error": str(err)}
@@ -565,10 +586,10 @@ def main() -> int:
             out["profile"] = profiled_run(plane.kubeconfig, trio_image, trio_pid, args.profile, max(sizes))
         go_stack.close()
         if go_cri is not None and "error" not in out["go_kubelet"] and not args.skip_go_default_qps:
-            with go_kubelet(plane, go_cri, workdir / "go", args.log_dir, qps=False):
+            with go_kubelet(plane, go_cri, workdir / "go", args.log_dir, qps=False) as default_go:
                 for n in sizes:
                     results[n]["go_kubelet_default_qps"] = series(
-                        [_api_once(plane.kubeconfig, GO_NODE, go_cri.images.busybox, n)]
+                        [_api_once(plane.kubeconfig, GO_NODE, go_cri.images.busybox, default_go.pid, n)]
                     )
     for n in sizes:
         r = results[n]
@@ -592,8 +613,8 @@ def main() -> int:
     return 0
 
 
-def _api_once(kubeconfig: Path, node: str, image: str, n: int) -> dict[str, float]:
-    return trio.run(api_run, kubeconfig, node, image, n)
+def _api_once(kubeconfig: Path, node: str, image: str, pid: int, n: int) -> dict[str, float]:
+    return trio.run(partial(api_run, kubeconfig, node, image, n, pid=pid))
 
 
 def _go_info() -> dict[str, Any]:
@@ -602,8 +623,14 @@ def _go_info() -> dict[str, Any]:
         "version": subprocess.run(
             [str(GO_KUBELET), "--version"], capture_output=True, text=True
         ).stdout.strip(),
-        "flags": "--kube-api-qps=50 --kube-api-burst=100 (and one run per N with the defaults, QPS 5), "
-        "cgroupDriver cgroupfs, failSwapOn false, remote CRI",
+        "client_limits": {
+            "kubeAPIQPS": defaults.KUBE_API_QPS,
+            "kubeAPIBurst": defaults.KUBE_API_BURST,
+            "eventRecordQPS": defaults.EVENT_RECORD_QPS,
+            "eventBurst": defaults.EVENT_BURST,
+            "note": "kubelet-trio's defaults (Go's since 1.27); go_kubelet_default_qps: its 1.24 ones",
+        },
+        "config": "cgroupDriver cgroupfs, failSwapOn false, remote CRI",
     }
 
 

@@ -31,6 +31,7 @@ from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.gen.runtime.v1 import services
 from kubelet_trio.cri.runtime import CRI_API_VERSION
+from kubelet_trio.cri.wire import CriCodec
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +78,11 @@ def translate_error(op: str, exc: BaseException, endpoint: str = "") -> errors.C
         where = f" at {endpoint}" if endpoint else ""
         return errors.UnavailableError(op, f"runtime unreachable{where}: {exc!r}")
     return None
+
+
+def _channel(path: str) -> Channel:
+    """A channel to the socket at ``path`` that decodes answers with :mod:`kubelet_trio.cri.wire`."""
+    return Channel(path=path, codec=CriCodec())
 
 
 @attrs.define(eq=False)
@@ -338,9 +344,9 @@ async def open_cri_runtime(
     runtime_path = socket_path(endpoint)
     image_path = socket_path(image_endpoint) if image_endpoint else runtime_path
     async with open_asyncio_thread() as bridge:
-        channels = {runtime_path: await bridge.run_sync(Channel, path=runtime_path)}
+        channels = {runtime_path: await bridge.run_sync(_channel, runtime_path)}
         if image_path not in channels:
-            channels[image_path] = await bridge.run_sync(Channel, path=image_path)
+            channels[image_path] = await bridge.run_sync(_channel, image_path)
         try:
             yield CriRuntime(
                 endpoint=endpoint,

@@ -1,0 +1,255 @@
+"""Decoding CRI responses from the protobuf wire format into the betterproto2 message classes.
+
+betterproto2 parses through a byte stream one byte at a time and builds a record per field, which made
+decoding the largest CPU cost of a relist or a pod inspection (thirty listed containers with their
+labels and annotations took about 6 ms). :func:`decode` walks the bytes by index instead, with the
+classes' own field metadata; the common field kinds are converted here, and every other kind by the
+library's own conversion, so the messages are equal to what ``Message.parse`` returns (the tests compare
+the two on every CRI message type). :class:`CriCodec` hands it to grpclib.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
+
+import betterproto2
+from grpclib.encoding.proto import ProtoCodec
+
+__all__ = ["CriCodec", "decode"]
+
+M = TypeVar("M", bound=betterproto2.Message)
+
+_VARINT: Final = 0
+_FIXED64: Final = 1
+_LEN: Final = 2
+_FIXED32: Final = 5
+
+# How a field's value is stored: converted from a varint, taken as text or bytes, decoded as a message,
+# added to a map, or handed to the library's conversion (fixed-width numbers, wrapped types).
+_INT32, _INT64, _UINT32, _UINT64, _SINT, _BOOL, _ENUM = range(7)
+_STRING, _BYTES, _MESSAGE, _MAP, _STRING_MAP, _LIBRARY = range(7, 13)
+
+_VARINT_KINDS = {
+    betterproto2.TYPE_INT32: _INT32,
+    betterproto2.TYPE_INT64: _INT64,
+    betterproto2.TYPE_UINT32: _UINT32,
+    betterproto2.TYPE_UINT64: _UINT64,
+    betterproto2.TYPE_SINT32: _SINT,
+    betterproto2.TYPE_SINT64: _SINT,
+    betterproto2.TYPE_BOOL: _BOOL,
+    betterproto2.TYPE_ENUM: _ENUM,
+}
+
+
+_TYPES_ON_WIRE = {
+    _VARINT: betterproto2.WIRE_VARINT_TYPES,
+    _FIXED32: betterproto2.WIRE_FIXED_32_TYPES,
+    _FIXED64: betterproto2.WIRE_FIXED_64_TYPES,
+    _LEN: betterproto2.WIRE_LEN_DELIM_TYPES,
+}
+
+
+class _Field:
+    __slots__ = ("cls", "kind", "meta", "name", "repeated", "wire")
+
+    def __init__(self, name: str, meta: Any, kind: int, wire: int, cls: Any, repeated: bool) -> None:
+        self.name = name
+        self.meta = meta
+        self.kind = kind
+        self.wire = wire  # the wire type this kind is read from (any other goes to the library)
+        self.cls = cls  # enum, message or map-entry class
+        self.repeated = repeated
+
+
+_plans: dict[type, dict[int, _Field] | None] = {}
+
+
+def _plan(cls: type[betterproto2.Message]) -> dict[int, _Field] | None:
+    """Per field number, how to read it (None: a pydantic class, left to the library)."""
+    try:
+        return _plans[cls]
+    except KeyError:
+        pass
+    plan: dict[int, _Field] | None = None
+    if not cls()._is_pydantic():
+        proto = betterproto2.ProtoClassMetadata(cls)  # what the library caches as ``cls._betterproto``
+        plan = {}
+        for number, name in proto.field_name_by_number.items():
+            meta = proto.meta_by_field_name[name]
+            field_cls = proto.cls_by_field.get(name)
+            kind, wire = _LIBRARY, -1
+            proto_type = meta.proto_type
+            if proto_type in _VARINT_KINDS:
+                kind, wire = _VARINT_KINDS[proto_type], _VARINT
+            elif proto_type == betterproto2.TYPE_STRING:
+                kind, wire = _STRING, _LEN
+            elif proto_type == betterproto2.TYPE_BYTES:
+                kind, wire = _BYTES, _LEN
+            elif proto_type == betterproto2.TYPE_MESSAGE and not meta.unwrap:
+                kind, wire = _MESSAGE, _LEN
+            elif proto_type == betterproto2.TYPE_MAP:
+                assert meta.map_meta is not None
+                key, value = meta.map_meta
+                plain = key.proto_type == value.proto_type == betterproto2.TYPE_STRING and not value.unwrap
+                kind, wire = (_STRING_MAP if plain else _MAP), _LEN
+            plan[number] = _Field(name, meta, kind, wire, field_cls, bool(meta.repeated))
+    _plans[cls] = plan
+    return plan
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    byte = data[pos]
+    if byte < 0x80:
+        return byte, pos + 1
+    result, shift = byte & 0x7F, 7
+    while True:
+        pos += 1
+        byte = data[pos]
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos + 1
+        shift += 7
+        if shift >= 64:
+            raise ValueError("Too many bytes when decoding varint.")
+
+
+def _signed(value: int, bits: int) -> int:
+    value &= (1 << bits) - 1
+    sign = 1 << (bits - 1)
+    return (value ^ sign) - sign
+
+
+_VARINT_CONVERSIONS: dict[int, Callable[[int], Any]] = {
+    _INT32: lambda v: _signed(v, 32),
+    _INT64: lambda v: _signed(v, 64),
+    _UINT32: lambda v: v & 0xFFFFFFFF,
+    _UINT64: lambda v: v & 0xFFFFFFFFFFFFFFFF,
+    _SINT: lambda v: (v >> 1) ^ -(v & 1),
+    _BOOL: lambda v: v > 0,
+}
+
+
+def _string_entry(data: bytes) -> tuple[str, str]:
+    """A ``map<string, string>`` entry: key (field 1) and value (field 2), either possibly absent."""
+    key = value = ""
+    pos, end = 0, len(data)
+    while pos < end:
+        tag, pos = _varint(data, pos)
+        if tag & 7 != _LEN:
+            raise ValueError(f"map entry field {tag >> 3}: wire type {tag & 7}, expected 2")
+        length, pos = _varint(data, pos)
+        text = str(data[pos : pos + length], "utf-8")
+        pos += length
+        if tag >> 3 == 1:
+            key = text
+        elif tag >> 3 == 2:
+            value = text
+    if pos != end:
+        raise ValueError("map entry ended inside a field")
+    return key, value
+
+
+def decode(cls: type[M], data: bytes) -> M:
+    """The message of class ``cls`` encoded in ``data`` (equal to ``cls.parse(data)``)."""
+    plan = _plan(cls)
+    if plan is None:
+        return cls.parse(data)
+    message = cls()
+    unknown = b""
+    pos, end = 0, len(data)
+    try:
+        while pos < end:
+            start = pos
+            tag, pos = _varint(data, pos)
+            wire = tag & 7
+            value: Any
+            if wire == _VARINT:
+                value, pos = _varint(data, pos)
+            elif wire == _LEN:
+                length, pos = _varint(data, pos)
+                value = data[pos : pos + length]
+                pos += length
+            elif wire == _FIXED64:
+                value = data[pos : pos + 8]
+                pos += 8
+            elif wire == _FIXED32:
+                value = data[pos : pos + 4]
+                pos += 4
+            else:
+                raise ValueError(f"unsupported wire type {wire}")
+            if pos > end:
+                raise ValueError("the message ended inside a field")
+            field = plan.get(tag >> 3)
+            if field is None:
+                unknown += data[start:pos]
+                continue
+            kind = field.kind
+            if wire != field.wire:
+                _library(message, field, wire, value)
+                continue
+            if kind == _STRING:
+                value = str(value, "utf-8")
+            elif kind == _MESSAGE:
+                value = decode(field.cls, value)
+            elif kind == _STRING_MAP:
+                key, text = _string_entry(value)
+                getattr(message, field.name)[key] = text
+                continue
+            elif kind == _MAP:
+                entry = decode(field.cls, value)
+                getattr(message, field.name)[entry.key] = entry.value
+                continue
+            elif kind == _ENUM:
+                value = field.cls(_signed(value, 64))
+            elif kind != _BYTES:
+                value = _VARINT_CONVERSIONS[kind](value)
+            if field.repeated:
+                getattr(message, field.name).append(value)
+            else:
+                setattr(message, field.name, value)
+    except IndexError as err:
+        raise ValueError("the message ended inside a field") from err
+    if unknown:
+        message._unknown_fields = unknown
+    return message
+
+
+def _library(message: betterproto2.Message, field: _Field, wire: int, value: Any) -> None:
+    """A field on a wire type other than its usual one (a packed repeated number, say): the library's
+    conversions, element by element as its parser does."""
+    meta = field.meta
+    if wire == _LEN and meta.proto_type in betterproto2.PACKED_TYPES:
+        values = []
+        pos = 0
+        while pos < len(value):
+            if meta.proto_type in betterproto2.WIRE_FIXED_32_TYPES:
+                item, item_wire, pos = value[pos : pos + 4], _FIXED32, pos + 4
+            elif meta.proto_type in betterproto2.WIRE_FIXED_64_TYPES:
+                item, item_wire, pos = value[pos : pos + 8], _FIXED64, pos + 8
+            else:
+                (item, pos), item_wire = _varint(value, pos), _VARINT
+            values.append(message._postprocess_single(item_wire, meta, field.name, item))
+        if field.repeated:
+            getattr(message, field.name).extend(values)
+        else:
+            setattr(message, field.name, values)
+        return
+    if meta.proto_type not in _TYPES_ON_WIRE.get(wire, ()):
+        raise ValueError(f"field {meta.number} ({meta.proto_type}) on wire type {wire}")
+    converted = message._postprocess_single(wire, meta, field.name, value)
+    if meta.proto_type == betterproto2.TYPE_MAP:
+        getattr(message, field.name)[converted.key] = converted.value
+    elif field.repeated:
+        getattr(message, field.name).append(converted)
+    else:
+        setattr(message, field.name, converted)
+
+
+class CriCodec(ProtoCodec):
+    """grpclib's protobuf codec with :func:`decode` for the answers."""
+
+    def decode(self, data: bytes, message_type: Any) -> Any:
+        if isinstance(message_type, type) and issubclass(message_type, betterproto2.Message):
+            return decode(message_type, data)
+        return super().decode(data, message_type)

@@ -1,0 +1,149 @@
+"""The CRI's wire decoder gives exactly the messages betterproto2's own parser gives."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import betterproto2
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.cri.wire import CriCodec, decode
+
+# some CRI fields are deprecated: setting them at random warns
+pytestmark = pytest.mark.filterwarnings("ignore:.* is deprecated:DeprecationWarning")
+
+MESSAGES = sorted(
+    (
+        cls
+        for cls in vars(pb).values()
+        if isinstance(cls, type) and issubclass(cls, betterproto2.Message) and cls is not betterproto2.Message
+    ),
+    key=lambda cls: cls.__name__,
+)
+
+_INTS = {
+    betterproto2.TYPE_INT32: (-(2**31), 2**31 - 1),
+    betterproto2.TYPE_INT64: (-(2**63), 2**63 - 1),
+    betterproto2.TYPE_UINT32: (0, 2**32 - 1),
+    betterproto2.TYPE_UINT64: (0, 2**64 - 1),
+    betterproto2.TYPE_SINT32: (-(2**31), 2**31 - 1),
+    betterproto2.TYPE_SINT64: (-(2**63), 2**63 - 1),
+}
+
+
+def _text(rng: random.Random) -> str:
+    return "".join(rng.choice("ab-/:é☃0") for _ in range(rng.choice((0, 1, 5, 40))))
+
+
+def _scalar(proto_type: str, cls: Any, rng: random.Random, depth: int) -> Any:
+    if proto_type in _INTS:
+        low, high = _INTS[proto_type]
+        return rng.choice((0, 1, -1 if low < 0 else 2, low, high, rng.randint(low, high)))
+    if proto_type == betterproto2.TYPE_BOOL:
+        return rng.random() < 0.5
+    if proto_type == betterproto2.TYPE_STRING:
+        return _text(rng)
+    if proto_type == betterproto2.TYPE_BYTES:
+        return rng.randbytes(rng.choice((0, 3, 200)))
+    if proto_type == betterproto2.TYPE_ENUM:
+        return rng.choice(list(cls))
+    assert proto_type == betterproto2.TYPE_MESSAGE, proto_type
+    return _instance(cls, rng, depth + 1)
+
+
+def _instance(cls: type[betterproto2.Message], rng: random.Random, depth: int = 0) -> Any:
+    """A message of ``cls`` with a random subset of its fields set to random values."""
+    proto = cls._betterproto
+    values: dict[str, Any] = {}
+    for name, meta in proto.meta_by_field_name.items():
+        if rng.random() < 0.3 or (depth > 3 and meta.proto_type == betterproto2.TYPE_MESSAGE):
+            continue
+        field_cls = proto.cls_by_field.get(name)
+        if meta.proto_type == betterproto2.TYPE_MAP:
+            assert meta.map_meta is not None
+            key_type, value_type = (m.proto_type for m in meta.map_meta)
+            value_cls = proto.cls_by_field.get(f"{name}.value")
+            values[name] = {
+                _scalar(key_type, None, rng, depth): _scalar(value_type, value_cls, rng, depth)
+                for _ in range(rng.choice((0, 1, 6)))
+            }
+        elif meta.repeated:
+            values[name] = [
+                _scalar(meta.proto_type, field_cls, rng, depth) for _ in range(rng.choice((0, 1, 3)))
+            ]
+        else:
+            values[name] = _scalar(meta.proto_type, field_cls, rng, depth)
+    return cls(**values)
+
+
+@pytest.mark.parametrize("cls", MESSAGES, ids=lambda cls: cls.__name__)
+def test_every_cri_message_decodes_as_the_library_parses_it(cls: type[betterproto2.Message]) -> None:
+    rng = random.Random(cls.__name__)
+    for _ in range(25):
+        data = bytes(_instance(cls, rng))
+        expected = cls.parse(data)
+        got = decode(cls, data)
+        assert got == expected
+        assert bytes(got) == data
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_decode_alike_or_fail(data: bytes) -> None:
+    """Bytes that are not a well-formed ListContainersResponse either decode to the library's message
+    or raise ValueError, never something else."""
+    try:
+        expected = pb.ListContainersResponse.parse(data)
+    except Exception:
+        expected = None
+    try:
+        got = decode(pb.ListContainersResponse, data)
+    except ValueError:
+        return
+    if expected is not None:
+        assert got == expected
+
+
+def test_unknown_fields_are_kept_for_reencoding() -> None:
+    known = bytes(pb.ContainerMetadata(name="app", attempt=3))
+    unknown = (
+        bytes([(99 << 3 | 2) & 0x7F | 0x80, 99 >> 4, 3])
+        + b"xyz"
+        + bytes([100 << 3 & 0x7F | 0x80, 100 >> 4, 7])
+    )
+    data = known + unknown
+    got = decode(pb.ContainerMetadata, data)
+    assert (got.name, got.attempt) == ("app", 3)
+    assert got._unknown_fields == pb.ContainerMetadata.parse(data)._unknown_fields == unknown
+    assert bytes(got) == data
+
+
+def test_numbers_packed_or_not_decode_alike() -> None:
+    groups = [0, 1, -1, 2**40, -(2**63)]
+    packed = bytes(pb.LinuxContainerSecurityContext(supplemental_groups=groups))
+    unpacked = b"".join(bytes(pb.LinuxContainerSecurityContext(supplemental_groups=[g])) for g in groups)
+    for data in (packed, unpacked, packed + unpacked):
+        got = decode(pb.LinuxContainerSecurityContext, data)
+        assert got == pb.LinuxContainerSecurityContext.parse(data)
+    assert decode(pb.LinuxContainerSecurityContext, packed).supplemental_groups == groups
+
+
+def test_a_truncated_answer_is_a_value_error() -> None:
+    data = bytes(pb.ListContainersResponse(containers=[pb.Container(id="a" * 64, labels={"k": "v"})]))
+    for cut in (1, 2, len(data) // 2, len(data) - 1):
+        with pytest.raises(ValueError, match="ended inside"):
+            decode(pb.ListContainersResponse, data[:cut])
+
+
+def test_the_codec_decodes_with_it() -> None:
+    message = pb.ContainerStatusResponse(
+        status=pb.ContainerStatus(id="c1", state=pb.ContainerState.CONTAINER_EXITED, exit_code=-1),
+        info={"info": "{}"},
+    )
+    codec = CriCodec()
+    data = codec.encode(message, pb.ContainerStatusResponse)
+    assert codec.decode(data, pb.ContainerStatusResponse) == message
