@@ -25,6 +25,7 @@ import platform
 import random
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 import attrs
 import trio
@@ -51,6 +52,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 JSON = "application/json"
+#: What httpx's client asks for by default; large lists then come compressed.
+ACCEPT_ENCODING = "gzip, deflate"
 MERGE_PATCH = "application/merge-patch+json"
 #: Deadline of one attempt (client-go's default is none; the kubelet's heartbeat client uses the lease
 #: duration). Watches are bounded by their own ``timeoutSeconds`` instead.
@@ -139,6 +142,9 @@ class ApiClient:
     """Use :func:`open_api_client`. Paths are absolute API paths (``/api/v1/...``)."""
 
     http: httpx.AsyncClient
+    #: The client's transport. Single requests go to it directly: the client's request building, auth,
+    #: redirect and cookie layers, which this client does not use, were a third of each request's CPU.
+    transport: httpx.AsyncBaseTransport | None = None
     limiter: TokenBucket = attrs.Factory(TokenBucket)
     retry: RetryPolicy = attrs.Factory(RetryPolicy)
     request_timeout: float | None = REQUEST_TIMEOUT
@@ -218,14 +224,7 @@ class ApiClient:
             retry_after: float | None = None
             try:
                 with self._deadline():
-                    response = await self.http.request(
-                        method,
-                        path,
-                        params=dict(params or {}),
-                        content=content,
-                        headers=headers,
-                        extensions=self._extensions(),
-                    )
+                    response = await self._send(method, path, params, content, headers)
             except httpx.TransportError as err:
                 self._result(ERROR_CODE, method)
                 last_error = ApiUnavailable(f"{method} {path}: {describe(err)}")
@@ -248,6 +247,40 @@ class ApiClient:
                 )
         assert last_error is not None
         raise last_error
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None,
+        content: bytes | None,
+        headers: dict[str, str],
+    ) -> httpx.Response:
+        """One attempt, its answer read in full."""
+        if self.transport is None:
+            return await self.http.request(
+                method, path, params=dict(params or {}), content=content, headers=headers,
+                extensions=self._extensions(),
+            )  # fmt: skip
+        import httpx
+
+        base = self.http.base_url  # ends with "/": a server URL with a path prefix keeps it
+        target = base.raw_path + path.lstrip("/").encode()
+        if params:
+            target += b"?" + urlencode(params).encode("ascii")
+        request = httpx.Request(
+            method,
+            base.copy_with(raw_path=target),
+            headers={**headers, "Accept-Encoding": ACCEPT_ENCODING},
+            content=content,
+            extensions=self._extensions(),
+        )
+        response = await self.transport.handle_async_request(request)
+        try:
+            await response.aread()
+        finally:
+            await response.aclose()
+        return response
 
     # -- verbs --------------------------------------------------------------------------------------
 
@@ -388,11 +421,14 @@ async def open_api_client(
     limits = httpx.Limits(
         max_connections=100, max_keepalive_connections=20, keepalive_expiry=IDLE_CONNECTION_TIMEOUT
     )
+    if transport is None:
+        transport = httpx.AsyncHTTPTransport(verify=verify, trust_env=False, limits=limits)
     async with httpx.AsyncClient(
-        base_url=base_url, transport=transport, verify=verify, timeout=None, trust_env=False, limits=limits
+        base_url=base_url, transport=transport, timeout=None, trust_env=False
     ) as http:
         yield ApiClient(
             http,
+            transport=transport,
             limiter=TokenBucket(qps, burst),
             retry=retry or RetryPolicy(),
             request_timeout=request_timeout,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import random
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from kubelet_trio.client import (
     merge_patch_diff,
     open_api_client,
 )
+from kubelet_trio.client.kubeconfig import KubeConfig
 from kubelet_trio.client.merge import apply_merge_patch
 from kubelet_trio.testing.fakeapi import FakeApiApp, open_fake_api, serve_fake_api
 
@@ -297,3 +299,32 @@ async def test_an_undecodable_answer_is_a_client_error() -> None:
     async with open_api_client(server="http://api", transport=httpx.MockTransport(handler)) as client:
         with pytest.raises(ApiClientError, match="GET /api/v1/nodes: the answer is not JSON"):
             await client.get("/api/v1/nodes")
+
+
+async def test_requests_keep_the_servers_path_prefix_and_send_headers_and_query() -> None:
+    """Single requests go straight to the transport: the URL, query, headers and body must come out as
+    the httpx client would have built them (a kubeconfig server behind a proxy has a path prefix)."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"kind": "PodList", "items": []}, headers={"Retry-After": "1"})
+
+    config = KubeConfig(server="https://api.example:6443/k8s/clusters/c-1", token="t0k", tls_server_name="x")
+    async with open_api_client(config, transport=httpx.MockTransport(handler)) as client:
+        listed = await client.get("/api/v1/pods", {"fieldSelector": "spec.nodeName=n-1", "limit": "500"})
+        await client.merge_patch(
+            "/api/v1/namespaces/default/pods/web/status", {"status": {"phase": "Running"}}
+        )
+    assert listed == {"kind": "PodList", "items": []}
+    get, patch = seen
+    assert str(get.url) == (
+        "https://api.example:6443/k8s/clusters/c-1/api/v1/pods?fieldSelector=spec.nodeName%3Dn-1&limit=500"
+    )
+    assert get.url.params["fieldSelector"] == "spec.nodeName=n-1"
+    assert get.headers["Authorization"] == "Bearer t0k" and get.headers["Accept"] == "application/json"
+    assert get.headers["Host"] == "api.example:6443" and "gzip" in get.headers["Accept-Encoding"]
+    assert get.headers["User-Agent"].startswith("kubelet-trio/") and get.extensions["sni_hostname"] == "x"
+    assert patch.method == "PATCH" and patch.headers["Content-Type"] == "application/merge-patch+json"
+    assert json.loads(patch.content) == {"status": {"phase": "Running"}}
+    assert patch.url.path == "/k8s/clusters/c-1/api/v1/namespaces/default/pods/web/status"
