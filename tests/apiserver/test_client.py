@@ -15,6 +15,7 @@ import trustme
 
 from kubelet_trio.client import (
     AlreadyExists,
+    ApiClient,
     ApiClientError,
     ApiUnavailable,
     Conflict,
@@ -328,3 +329,17 @@ async def test_requests_keep_the_servers_path_prefix_and_send_headers_and_query(
     assert patch.method == "PATCH" and patch.headers["Content-Type"] == "application/merge-patch+json"
     assert json.loads(patch.content) == {"status": {"phase": "Running"}}
     assert patch.url.path == "/k8s/clusters/c-1/api/v1/namespaces/default/pods/web/status"
+
+
+async def test_a_client_built_without_its_transport_sends_through_httpx() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"kind": "Node"})
+
+    transport = httpx.MockTransport(handler)
+    async with httpx.AsyncClient(base_url="https://api.example/prefix", transport=transport) as http:
+        client = ApiClient(http)
+        assert await client.get("/api/v1/nodes/n-1", {"a": "b=c"}) == {"kind": "Node"}
+    assert str(seen[0].url) == "https://api.example/prefix/api/v1/nodes/n-1?a=b%3Dc"
