@@ -89,11 +89,13 @@ async def floor_run(
         await runtime.stop_pod_sandbox(sandbox_id)
         await runtime.remove_pod_sandbox(sandbox_id)
 
+    cpu0, machine0 = cpu_by_command(), machine_busy_seconds()
     t0 = time.perf_counter()
     async with trio.open_nursery() as nursery:
         for i in range(n):
             nursery.start_soon(start, i)
     started = max(running_at) - t0
+    start_cpu, machine1 = cpu_delta(cpu0, cpu_by_command()), machine_busy_seconds()
     t1 = time.perf_counter()
     async with trio.open_nursery() as nursery:
         for sandbox_id, container_id in pods:
@@ -101,6 +103,8 @@ async def floor_run(
     out = {"all_running_s": round(started, 3), "all_gone_s": round(time.perf_counter() - t1, 3)}
     if ready_command is not None:
         out["all_ready_s"] = round(max(ready_at) - t0, 3)
+    out["machine_cpu_start_s"] = round(machine1 - machine0, 2)
+    out.update({f"start_cpu_{name}": seconds for name, seconds in start_cpu.items()})
     return out
 
 
@@ -108,6 +112,38 @@ def proc_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores of this machine have spent busy (not idle, not waiting for I/O) since boot."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_by_command() -> dict[str, float]:
+    """CPU seconds so far of every process on the machine but this one, summed by command name, each
+    with its reaped children's (so a containerd shim carries the ``runc`` runs it waited for)."""
+    clock_tick = os.sysconf("SC_CLK_TCK")
+    out: collections.defaultdict[str, float] = collections.defaultdict(float)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        name, _, rest = text.partition(" (")[2].rpartition(")")
+        fields = rest.split()
+        out[name] += sum(int(f) for f in fields[11:15]) / clock_tick
+    return dict(out)
+
+
+def cpu_delta(
+    before: Mapping[str, float], after: Mapping[str, float], least: float = 0.05
+) -> dict[str, float]:
+    """Per command, the CPU seconds used between two :func:`cpu_by_command` readings (``least`` or more)."""
+    deltas = {name: round(after[name] - before.get(name, 0.0), 2) for name in after}
+    return {name: d for name, d in sorted(deltas.items(), key=lambda kv: -kv[1]) if d >= least}
 
 
 def proc_rss_mb(pid: int) -> float:

@@ -39,9 +39,11 @@ Needs root, containerd, runc and busybox (as the containerd test tier does).
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import platform
+import re
 import secrets
 import statistics
 import subprocess
@@ -61,8 +63,11 @@ import yaml
 from _common import (
     COMMAND,
     READY_COMMAND,
+    cpu_by_command,
+    cpu_delta,
     floor_run,
     log_tail,
+    machine_busy_seconds,
     measure_process,
     medians,
     proc_cpu_seconds,
@@ -173,6 +178,18 @@ def wait_node_ready(plane: ControlPlane, node: str, proc: subprocess.Popen[bytes
 # -- the kubelets -------------------------------------------------------------------------------------
 
 
+@attrs.frozen
+class KubeletProcess:
+    """A kubelet process under test and the port of its Kubelet API (``/metrics`` over TLS)."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
 @contextmanager
 def trio_kubelet(
     plane: ControlPlane,
@@ -180,10 +197,11 @@ def trio_kubelet(
     workdir: Path,
     log_dir: Path | None,
     extra_args: Sequence[str] = (),
-) -> Iterator[subprocess.Popen[bytes]]:
+) -> Iterator[KubeletProcess]:
     """``python -m kubelet_trio --kubeconfig`` as users run it, until its node is Ready."""
     workdir.mkdir(parents=True, exist_ok=True)
     log = (log_dir or workdir) / "kubelet-trio.log"
+    port = free_port()
     command = [
         sys.executable, "-m", "kubelet_trio",
         "--kubeconfig", str(plane.kubeconfig),
@@ -192,7 +210,8 @@ def trio_kubelet(
         "--root-dir", str(workdir / "root"),
         "--pod-logs-dir", str(workdir / "pods"),
         "--healthz-port", "0",
-        "--port", str(free_port()),
+        "--port", str(port),
+        "--anonymous-auth=true",  # /metrics for the benchmark, as the Go kubelet's configuration has it
         "--fail-swap-on=false",
         *extra_args,
     ]  # fmt: skip
@@ -200,19 +219,19 @@ def trio_kubelet(
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_node_ready(plane, TRIO_NODE, proc, log)
-        yield proc
+        yield KubeletProcess(proc, port)
     finally:
         stop_process(proc)
 
 
-def go_kubelet_config(workdir: Path, *, qps: bool) -> Path:
+def go_kubelet_config(workdir: Path, port: int, *, qps: bool) -> Path:
     """A KubeletConfiguration for running the Go kubelet as root in this (cgroup v1, no systemd) box."""
     config: dict[str, Any] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
         "cgroupDriver": "cgroupfs",
         "failSwapOn": False,
-        "port": free_port(),
+        "port": port,
         "readOnlyPort": 0,
         "healthzPort": 0,
         "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
@@ -234,13 +253,14 @@ def go_kubelet_config(workdir: Path, *, qps: bool) -> Path:
 @contextmanager
 def go_kubelet(
     plane: ControlPlane, cri: LocalCriEnvironment, workdir: Path, log_dir: Path | None, *, qps: bool
-) -> Iterator[subprocess.Popen[bytes]]:
+) -> Iterator[KubeletProcess]:
     """The Go kubelet on its own containerd, until its node is Ready."""
     workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
     log = (log_dir or workdir) / ("kubelet-go.log" if qps else "kubelet-go-default-qps.log")
     command = [
         str(GO_KUBELET),
-        f"--config={go_kubelet_config(workdir, qps=qps)}",
+        f"--config={go_kubelet_config(workdir, port, qps=qps)}",
         f"--kubeconfig={plane.kubeconfig}",
         f"--hostname-override={GO_NODE}",
         "--container-runtime=remote",
@@ -254,7 +274,7 @@ def go_kubelet(
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_node_ready(plane, GO_NODE, proc, log)
-        yield proc
+        yield KubeletProcess(proc, port)
     finally:
         stop_process(proc)
         unmount_under(workdir / "root")
@@ -343,17 +363,42 @@ class PodWatch:
         raise RuntimeError("watch ended before all pods were deleted")
 
 
+_RUNTIME_OPERATIONS = re.compile(r'^kubelet_runtime_operations_total\{operation_type="(\w+)"\} (\S+)$', re.M)
+_REST_REQUESTS = re.compile(r"^rest_client_requests_total\{([^}]*)\} (\S+)$", re.M)
+_METHOD = re.compile(r'method="(\w+)"')
+
+
+def kubelet_work(port: int) -> dict[str, float]:
+    """What the kubelet has asked so far, from its ``/metrics``: CRI calls per operation (``cri_<op>``,
+    and ``cri_calls`` in all) and API requests per method (``api_<METHOD>``, and ``api_requests``)."""
+    text = httpx.get(f"https://127.0.0.1:{port}/metrics", verify=False, timeout=10).raise_for_status().text
+    work: collections.defaultdict[str, float] = collections.defaultdict(float)
+    for operation, value in _RUNTIME_OPERATIONS.findall(text):
+        work[f"cri_{operation}"] += float(value)
+        work["cri_calls"] += float(value)
+    for labels, value in _REST_REQUESTS.findall(text):
+        if method := _METHOD.search(labels):
+            work[f"api_{method.group(1)}"] += float(value)
+            work["api_requests"] += float(value)
+    return dict(work)
+
+
 async def api_run(
     kubeconfig: Path,
     node: str,
     image: str,
     n: int,
     *,
-    pid: int | None = None,
+    kubelet: KubeletProcess | None = None,
     probe_period: int = PROBE_PERIOD,
 ) -> dict[str, float]:
-    """Create N pods concurrently, time all Ready; delete them all, time all DELETED. With the kubelet's
-    ``pid``, also the CPU time it used in each phase (on two cores its CPU competes with the runtime's)."""
+    """Create N pods concurrently, time all Ready; delete them all, time all DELETED. With the
+    ``kubelet``, also per phase the CPU time it used (on two cores its CPU competes with the runtime's),
+    the whole machine's, and the work it asked of the runtime and the API server (from its metrics)."""
+    pid = kubelet.pid if kubelet is not None else None
+    work0 = kubelet_work(kubelet.port) if kubelet is not None else {}
+    machine0 = machine_busy_seconds()
+    by_command0 = cpu_by_command()
     run_id = secrets.token_hex(4)
     path = f"/api/v1/namespaces/{NAMESPACE}/pods"
     async with open_kubeconfig_client(str(kubeconfig), qps=1000, burst=1000) as client:
@@ -375,6 +420,9 @@ async def api_run(
                 raise RuntimeError(f"{node}: {len(watch.ready_at)}/{n} pods Ready after {PHASE_TIMEOUT:g}s")
             ready = max(watch.ready_at.values()) - t0
             cpu1 = proc_cpu_seconds(pid) if pid is not None else 0.0
+            machine1 = machine_busy_seconds()
+            by_command1 = cpu_by_command()
+            work1 = kubelet_work(kubelet.port) if kubelet is not None else {}
             t1 = time.perf_counter()
             async with trio.open_nursery() as deletes:
                 for name in names:
@@ -385,14 +433,23 @@ async def api_run(
                 raise RuntimeError(f"{node}: {len(watch.deleted_at)}/{n} pods gone after {PHASE_TIMEOUT:g}s")
             gone = max(watch.deleted_at.values()) - t1
             cpu2 = proc_cpu_seconds(pid) if pid is not None else 0.0
+            machine2 = machine_busy_seconds()
     out = {
         "creates_s": round(created, 3),
         "create_to_ready_s": round(ready, 3),
         "delete_to_gone_s": round(gone, 3),
+        "machine_cpu_create_to_ready_s": round(machine1 - machine0, 2),
+        "machine_cpu_delete_to_gone_s": round(machine2 - machine1, 2),
+        **{f"to_ready_cpu_{name}": cpu for name, cpu in cpu_delta(by_command0, by_command1).items()},
     }
-    if pid is not None:
+    if kubelet is not None:
         out["kubelet_cpu_create_to_ready_s"] = round(cpu1 - cpu0, 2)
         out["kubelet_cpu_delete_to_gone_s"] = round(cpu2 - cpu1, 2)
+        work2 = kubelet_work(kubelet.port)
+        for phase, before, after in (("to_ready", work0, work1), ("to_gone", work1, work2)):
+            for key in sorted(after):
+                if (count := after[key] - before.get(key, 0.0)) > 0:
+                    out[f"{phase}_{key}"] = count
     # where the time went, as a client sees it: running reported, then the readiness probe's success
     # reported; terminated reported, then the object deleted
     if len(watch.running_at) == n:
@@ -531,26 +588,24 @@ def main() -> int:
         plane = stack.enter_context(control_plane(args.api, workdir))
         out["control_plane"] = plane.label
         subjects: list[Subject] = []
-        trio_pid: int | None = None
+        mine: KubeletProcess | None = None
         trio_image = ""
         if not args.skip_trio:
             floor = stack.enter_context(LocalCriEnvironment(workdir / "cri-floor"))
             cri = stack.enter_context(LocalCriEnvironment(workdir / "cri-trio"))
-            trio_pid = stack.enter_context(
+            mine = stack.enter_context(
                 trio_kubelet(plane, cri, workdir / "trio", args.log_dir, args.trio_arg)
-            ).pid
+            )
             trio_image = cri.images.busybox
             floor_of = partial(floor_once, floor.endpoint, floor.images.busybox, workdir=workdir)
             subjects += [
                 Subject("cri_floor", partial(floor_of, probe_period=None)),
                 Subject("cri_floor_probing", partial(floor_of, probe_period=PROBE_PERIOD)),
-                Subject(
-                    "kubelet_trio", partial(_api_once, plane.kubeconfig, TRIO_NODE, trio_image, trio_pid)
-                ),
+                Subject("kubelet_trio", partial(_api_once, plane.kubeconfig, TRIO_NODE, trio_image, mine)),
             ]
             if args.steady_seconds > 0:  # first: no leftovers of earlier pods for the kubelet to clean up
                 steady["kubelet_trio"] = steady_state(
-                    plane, TRIO_NODE, trio_image, trio_pid, args.steady_seconds
+                    plane, TRIO_NODE, trio_image, mine.pid, args.steady_seconds
                 )
         go_cri: LocalCriEnvironment | None = None
         if go_reason is None:
@@ -566,7 +621,7 @@ def main() -> int:
                     steady["go_kubelet"] = steady_state(
                         plane, GO_NODE, go_cri.images.busybox, go.pid, args.steady_seconds
                     )
-                go_run = partial(_api_once, plane.kubeconfig, GO_NODE, go_cri.images.busybox, go.pid)
+                go_run = partial(_api_once, plane.kubeconfig, GO_NODE, go_cri.images.busybox, go)
                 subjects.append(Subject("go_kubelet", go_run))
             except RuntimeError as err:
                 out["go_kubelet"] = {"error": str(err)}
@@ -582,14 +637,14 @@ def main() -> int:
                         out["go_kubelet"] = {"error": str(err)}
                         subjects.remove(subject)
             results[n] = {key: series(values) for key, values in runs.items() if values}
-        if args.profile is not None and trio_pid is not None:
-            out["profile"] = profiled_run(plane.kubeconfig, trio_image, trio_pid, args.profile, max(sizes))
+        if args.profile is not None and mine is not None:
+            out["profile"] = profiled_run(plane.kubeconfig, trio_image, mine.pid, args.profile, max(sizes))
         go_stack.close()
         if go_cri is not None and "error" not in out["go_kubelet"] and not args.skip_go_default_qps:
             with go_kubelet(plane, go_cri, workdir / "go", args.log_dir, qps=False) as default_go:
                 for n in sizes:
                     results[n]["go_kubelet_default_qps"] = series(
-                        [_api_once(plane.kubeconfig, GO_NODE, go_cri.images.busybox, default_go.pid, n)]
+                        [_api_once(plane.kubeconfig, GO_NODE, go_cri.images.busybox, default_go, n)]
                     )
     for n in sizes:
         r = results[n]
@@ -613,8 +668,14 @@ def main() -> int:
     return 0
 
 
-def _api_once(kubeconfig: Path, node: str, image: str, pid: int, n: int) -> dict[str, float]:
-    return trio.run(partial(api_run, kubeconfig, node, image, n, pid=pid))
+def _api_once(kubeconfig: Path, node: str, image: str, kubelet: KubeletProcess, n: int) -> dict[str, float]:
+    try:
+        return trio.run(partial(api_run, kubeconfig, node, image, n, kubelet=kubelet))
+    except BaseExceptionGroup as group:  # a timeout raised within the run's nursery
+        timeouts = group.subgroup(RuntimeError)
+        if timeouts is None:
+            raise
+        raise RuntimeError("; ".join(str(e) for e in timeouts.exceptions)) from group
 
 
 def _go_info() -> dict[str, Any]:

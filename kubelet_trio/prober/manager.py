@@ -219,5 +219,5 @@ class ProbeManager:
                 and current.state is ContainerState.RUNNING
                 and not readiness.get(current.id, False)
             ):
-                worker.trigger()
+                worker.trigger(current.id)
         return readiness, started

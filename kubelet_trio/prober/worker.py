@@ -1,9 +1,10 @@
 """One probe worker: one task per (pod, container, probe kind) (Go: ``pkg/kubelet/prober/worker.go``).
 
-It probes on a fixed ``periodSeconds`` ticker (plus immediate manual triggers), reading the container
-from the pod's latest API status, and stores a result only after ``failureThreshold`` consecutive
-failures or ``successThreshold`` consecutive successes. The order of checks in :meth:`ProbeWorker.step`
-is Go's ``doProbe``:
+It probes on a fixed ``periodSeconds`` ticker (plus immediate manual triggers; a trigger for the
+container being probed right then is answered by that probe; a readiness ticker restarts at the check
+of a container the kubelet has just started), reading the container from the pod's latest API status,
+and stores a result only after ``failureThreshold`` consecutive failures or ``successThreshold``
+consecutive successes. The order of checks in :meth:`ProbeWorker.step` is Go's ``doProbe``:
 
 1. no status yet → wait; pod Failed/Succeeded → exit;
 2. no container ID yet → wait; a new container ID → reset to the initial result and resume (a container
@@ -67,9 +68,11 @@ class ProbeWorker:
     # A container the kubelet has just started, before the status shows it: (bare id, pod IP)
     hint: tuple[str, str] | None = None
     probes_run: int = 0  # for tests and metrics
+    probing: str = ""  # the bare id of the container a probe is being run on right now
     scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
     _trigger: trio.Event = attrs.Factory(trio.Event)
     _next_tick: float = 0.0
+    _rephase: bool = False  # the next probe checks a container just started: the period counts from it
 
     @property
     def key(self) -> tuple[str, str, ProbeKind]:
@@ -87,17 +90,24 @@ class ProbeWorker:
             "probe": self.kind.value,
         }
 
-    def trigger(self) -> None:
-        """Probe now (Go's manual trigger; coalesces like a channel of one)."""
+    def trigger(self, container_id: str = "") -> None:
+        """Probe now (Go's manual trigger; coalesces like a channel of one). A trigger for the container
+        a probe is being run on is dropped: that probe's result is the answer it asks for (under load
+        an exec takes long enough for the status generated meanwhile to ask again, and each runs a
+        process in the container)."""
+        if container_id and container_id == self.probing:
+            return
         self._trigger.set()
 
     def container_started(self, container_id: str, pod_ip: str) -> None:
         """The kubelet started this container: a readiness probe without an initial delay checks it now
         (as Go's status update asks it to, once the status shows the container running) rather than after
-        the status has been regenerated from a fresh inspection. Liveness and startup probes keep their
-        ticker."""
+        the status has been regenerated from a fresh inspection, and its period counts from that check
+        (the ticker's next tick could come right after it: one more process in the container for
+        nothing). Liveness and startup probes keep their ticker."""
         if self.kind is ProbeKind.READINESS and not self.spec.initial_delay_seconds:
             self.hint = (container_id, pod_ip)
+            self._rephase = True
             self.trigger()
 
     def _current(self, status: PodStatus) -> tuple[ContainerStatus | None, str]:
@@ -209,12 +219,20 @@ class ProbeWorker:
         if self.stopped:
             return True
         self.probes_run += 1
+        self.probing = self.container_id
+        if self._trigger.is_set():  # asked for before this probe began: this probe answers it
+            self._trigger = trio.Event()
+        if self._rephase:  # the first probe of a started container: the next one a period after it
+            self._rephase = False
+            self._next_tick = step_started + self.period
         try:
             result = await self.manager.prober.probe(
                 self.kind, self.pod, self.container, self.container_id, pod_ip
             )
         except ProbeError:
             return True  # an error is not a result
+        finally:
+            self.probing = ""
         if self.manager.metrics is not None:
             self.manager.metrics.observe_probe(
                 self.kind, result, self.pod, self.container.name or "", trio.current_time() - step_started

@@ -68,10 +68,12 @@ class ProbeNode:
 
 
 @contextlib.asynccontextmanager
-async def open_probe_node(*, inspect_delay: float = 0.0, **config: Any) -> AsyncIterator[ProbeNode]:
+async def open_probe_node(
+    *, inspect_delay: float = 0.0, pull_delay: float = 0.0, **config: Any
+) -> AsyncIterator[ProbeNode]:
     """A sim node with exec/stop recording, an event log and no probe start jitter."""
     clock = WallClock()
-    sim = RecordingSim(clock=clock, run_sync=run_inline, inspect_delay=inspect_delay)
+    sim = RecordingSim(clock=clock, run_sync=run_inline, inspect_delay=inspect_delay, pull_delay=pull_delay)
     events = EventLog()
     config.setdefault("probe_start_jitter", False)
     async with open_sim_node(sim=sim, clock=clock, event_sink=events, **config) as node:

@@ -312,3 +312,44 @@ async def test_readiness_checks_a_started_container_before_the_status_shows_it(
         assert at(env.node.kubelet.clock, condition(status, "Ready").last_transition_time, 1)
         await trio.sleep_until(25)
         assert env.sim.exec_times("ready?") == [0, 10, 20]  # then the worker's own ticker
+
+
+async def test_a_status_generated_while_the_readiness_exec_runs_does_not_exec_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The exec takes 2 s (a loaded runtime); the status generated meanwhile shows the container running
+    and not ready, which asks for a readiness probe at once: the one under way answers it."""
+    async with open_probe_node() as env:
+        probe = exec_probe("ready?", periodSeconds=10, timeoutSeconds=5)
+        (pod,) = await env.node.apply(
+            pod_manifest(
+                "slow-exec",
+                [container(readinessProbe=probe)],
+                scripts={"app": "run; exec ready? -> 0 after 2s"},
+            )
+        )
+        running = await env.node.wait_for(pod, is_running)
+        assert trio.current_time() == 0 and not container_status(running).ready
+        with trio.fail_after(30):
+            await env.node.wait_for(pod, lambda s: bool(container_status(s).ready))
+        assert trio.current_time() == 2
+        await trio.sleep_until(25)
+        assert env.sim.exec_times("ready?") == [0, 10, 20]
+
+
+async def test_the_readiness_probes_of_a_started_container_run_a_period_apart_from_its_start(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The image pull takes 0.5 s, so the container starts between two ticks of the worker's ticker (which
+    counts from the pod's arrival): the probe at the start is followed by one a whole period later, not
+    by the old ticker's next tick half a period later."""
+    async with open_probe_node(pull_delay=0.5) as env:
+        probe = exec_probe("ready?", periodSeconds=2)
+        (pod,) = await env.node.apply(
+            pod_manifest("late", [container(readinessProbe=probe)], scripts={"app": "run; exec ready? -> 0"})
+        )
+        with trio.fail_after(30):
+            await env.node.wait_for(pod, lambda s: bool(container_status(s).ready))
+        assert trio.current_time() == 0.5
+        await trio.sleep_until(7)
+        assert env.sim.exec_times("ready?") == [0.5, 2.5, 4.5, 6.5]
