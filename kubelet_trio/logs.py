@@ -172,6 +172,8 @@ _GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", 
 
 def go_quote(text: str) -> str:
     """Go's ``strconv.Quote``: printable characters as they are, the rest escaped (one line, always)."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'  # the common case (names, IDs, paths), without a loop per character
     out = ['"']
     for char in text:
         code = ord(char)

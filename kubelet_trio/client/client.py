@@ -63,6 +63,8 @@ REQUEST_TIMEOUT = 60.0
 #: idle connections 90 s, as long as kube-apiserver does: stay below that, so the server never closes one
 #: the client is about to reuse.
 IDLE_CONNECTION_TIMEOUT = 60.0
+#: Idle keep-alive connections kept for the next requests (a start's burst of status writes uses ~30).
+MAX_IDLE_CONNECTIONS = 48
 #: How long a tokenFile's content is trusted before it is read again (client-go: 1 min).
 TOKEN_FILE_REFRESH = 60.0
 
@@ -420,11 +422,12 @@ async def open_api_client(
     if config is not None and config.uses_tls and transport is None:
         verify = make_ssl_context(config)
     token = _Token(static=config.token, file=config.token_file) if config else _Token()
-    limits = httpx.Limits(
-        max_connections=100, max_keepalive_connections=20, keepalive_expiry=IDLE_CONNECTION_TIMEOUT
-    )
     if transport is None:
-        transport = httpx.AsyncHTTPTransport(verify=verify, trust_env=False, limits=limits)
+        from kubelet_trio.client.pool import keep_alive_transport
+
+        transport = keep_alive_transport(
+            verify, max_idle=MAX_IDLE_CONNECTIONS, keepalive_expiry=IDLE_CONNECTION_TIMEOUT
+        )
     async with httpx.AsyncClient(
         base_url=base_url, transport=transport, timeout=None, trust_env=False
     ) as http:

@@ -70,6 +70,9 @@ def test_klog_text_values_as_go_prints_them() -> None:
     ("value", "quoted"),
     [
         ("plain", '"plain"'),
+        ("", '""'),
+        ("~ !#$%&'()*+,-./09:;<=>?@AZ[]^_`az{|}", '"~ !#$%&\'()*+,-./09:;<=>?@AZ[]^_`az{|}"'),
+        ("ascii then \x7f", r'"ascii then \x7f"'),
         ('say "hi"\\', r'"say \"hi\"\\"'),
         ("tab\tnl\ncr\rbell\a\x00\x7f", r'"tab\tnl\ncr\rbell\a\x00\x7f"'),
         ("é ü 日本", '"é ü 日本"'),
