@@ -121,7 +121,7 @@ def keep_alive_transport(
     verify: ssl.SSLContext | bool, *, max_idle: int, keepalive_expiry: float
 ) -> httpx.AsyncHTTPTransport:
     """httpx's transport (its request conversion and exception mapping) over a :class:`KeepAlivePool`."""
-    transport = httpx.AsyncHTTPTransport(verify=verify, trust_env=False)
     context = verify if isinstance(verify, ssl.SSLContext) else httpx.create_ssl_context(verify=verify)
+    transport = httpx.AsyncHTTPTransport(verify=context, trust_env=False)  # takes the context as it is
     transport._pool = KeepAlivePool(context, max_idle=max_idle, keepalive_expiry=keepalive_expiry)  # type: ignore[assignment]
     return transport
