@@ -29,9 +29,13 @@ class ConfigMap:
 
 @attrs.frozen
 class Secret:
+    """A Secret's data (never in its repr) and ``type`` (``kubernetes.io/dockerconfigjson``, ``Opaque``,
+    ...; "" when unknown)."""
+
     namespace: str
     name: str
-    data: Mapping[str, bytes] = attrs.field(factory=dict)
+    data: Mapping[str, bytes] = attrs.field(factory=dict, repr=False)
+    type: str = ""
 
 
 class ObjectUnavailable(EnvError, ValueError):

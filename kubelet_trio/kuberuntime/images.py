@@ -8,20 +8,30 @@ ImageStatus when it was already present, which names the image's user), or raise
 - ``ErrImageNeverPull``: policy ``Never`` and the image is absent;
 - ``ImagePullBackOff``: a previous pull of this image for this pod failed and its backoff has not
   expired; no pull is attempted;
-- ``ErrImagePull`` (or ``RegistryUnavailable``): the pull failed; the message includes the CRI error;
+- ``ErrImagePull`` (or ``RegistryUnavailable``, ``SignatureValidationFailed``): the pull failed; the
+  message includes the CRI error(s); also when an image pull secret does not parse (no pull attempted);
 - ``ImageInspectError``: ImageStatus itself failed.
 
 Pull backoff is keyed ``<podUID>_<image>`` (10 s doubling to 300 s); ``backoff_until`` on the error is
-the Trio time it expires. Pulls are plain awaited CRI calls, so the caller's cancel scope cancels them
-(a pod deleted during a slow pull); a cancelled pull does not count as a failure. Pulls are serialised
-by default like the Go kubelet's ``serializeImagePulls=true``.
+the Trio time it expires; during it the message is ``Back-off pulling image "X": <reason>: <message>``
+of the last failure (Go ≥ 1.32). Pulls are plain awaited CRI calls, so the caller's cancel scope cancels
+them (a pod deleted during a slow pull); a cancelled pull does not count as a failure. Pulls are
+serialised by default like the Go kubelet's ``serializeImagePulls=true``.
+
+Credentials (Go: ``image_manager.go`` ``makeLookupPullCredentialsFunc``, ``kuberuntime_image.go``
+``PullImage``): when a pull is due, the image's repository (``docker.io/library/busybox`` for
+``busybox``) is looked up in the pod's pull secrets (``pull_secrets``, the Secret objects the caller
+fetched for ``spec.imagePullSecrets``), then in the manager's ``keyring`` (the node's docker config and
+credential provider plugins: :func:`kubelet_trio.credentialprovider.node_keyring`). Each credential
+found is tried in order until one pull succeeds; when all fail the error aggregates theirs. Only when
+none is found is the image pulled anonymously.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -29,13 +39,15 @@ import trio
 
 from kubelet_trio.api import default_image_pull_policy
 from kubelet_trio.clock import go_duration
+from kubelet_trio.credentialprovider import AuthConfig, PullSecretError, make_docker_keyring
 from kubelet_trio.cri import errors as cri_errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.kuberuntime.backoff import Backoff
-from kubelet_trio.logs import kobj, kv
+from kubelet_trio.logs import kobj, kv, vlevel
 
 if TYPE_CHECKING:
     from kubelet_trio.api import Container, Pod
+    from kubelet_trio.credentialprovider import DockerKeyring, PullSecret
     from kubelet_trio.cri.runtime import ImageService
 
 __all__ = [
@@ -45,6 +57,7 @@ __all__ = [
     "ERR_IMAGE_PULL_BACKOFF",
     "ERR_INVALID_IMAGE_NAME",
     "ERR_REGISTRY_UNAVAILABLE",
+    "ERR_SIGNATURE_VALIDATION_FAILED",
     "EnsuredImage",
     "EventSink",
     "ImageError",
@@ -52,6 +65,7 @@ __all__ = [
     "InvalidImageNameError",
     "apply_default_image_tag",
     "parse_image_name",
+    "repository_to_pull",
     "should_pull_image",
 ]
 
@@ -63,10 +77,14 @@ ERR_IMAGE_NEVER_PULL = "ErrImageNeverPull"
 ERR_INVALID_IMAGE_NAME = "InvalidImageName"
 ERR_IMAGE_INSPECT = "ImageInspectError"
 ERR_REGISTRY_UNAVAILABLE = "RegistryUnavailable"
+ERR_SIGNATURE_VALIDATION_FAILED = "SignatureValidationFailed"
 
 IMAGE_BACKOFF_INITIAL = 10.0
 IMAGE_BACKOFF_MAX = 300.0
 DEFAULT_IMAGE_TAG = "latest"
+DEFAULT_DOMAIN = "docker.io"
+LEGACY_DEFAULT_DOMAIN = "index.docker.io"
+OFFICIAL_REPOSITORIES = "library"
 
 EventSink = Callable[["Pod", str, str, str], None]
 """``(pod, type, reason, message)``; type is ``Normal`` or ``Warning``."""
@@ -113,8 +131,7 @@ def parse_image_name(image: str) -> tuple[str, str, str]:
             f"couldn't parse image name {image!r}: repository name must not be more than 255 characters"
         )
     first, slash, _ = name.partition("/")
-    is_domain = bool(slash) and ("." in first or ":" in first or first == "localhost")
-    if slash and not is_domain and first != first.lower():
+    if slash and not _is_domain(first) and first != first.lower():
         raise InvalidImageNameError(f"couldn't parse image name {image!r}: repository name must be lowercase")
     if _HEX64.fullmatch(name):
         raise InvalidImageNameError(
@@ -122,6 +139,24 @@ def parse_image_name(image: str) -> tuple[str, str, str]:
             "cannot specify 64-byte hexadecimal strings"
         )
     return name, match["tag"] or "", match["digest"] or ""
+
+
+def _is_domain(component: str) -> bool:
+    return "." in component or ":" in component or component == "localhost"
+
+
+def repository_to_pull(image: str) -> str:
+    """The normalised repository of a reference, what credentials are looked up for (Go:
+    ``parsers.ParseImageName``): ``busybox`` → ``docker.io/library/busybox``, ``index.docker.io/x/y`` →
+    ``docker.io/x/y``, ``reg.io:5000/a/b:1`` → ``reg.io:5000/a/b``."""
+    name, _, _ = parse_image_name(image)
+    first, slash, rest = name.partition("/")
+    domain, path = (first, rest) if slash and _is_domain(first) else (DEFAULT_DOMAIN, name)
+    if domain == LEGACY_DEFAULT_DOMAIN:
+        domain = DEFAULT_DOMAIN
+    if domain == DEFAULT_DOMAIN and "/" not in path:
+        path = f"{OFFICIAL_REPOSITORIES}/{path}"
+    return f"{domain}/{path}"
 
 
 def apply_default_image_tag(image: str) -> str:
@@ -140,34 +175,71 @@ def should_pull_image(policy: str, present: bool) -> bool:
     return not present  # IfNotPresent
 
 
-def _pull_error(container: Container, err: cri_errors.CriError) -> tuple[str, str]:
-    """``evalCRIPullErr``: RegistryUnavailable when the runtime says so, else ErrImagePull."""
-    text = err.message
-    if text.startswith(ERR_REGISTRY_UNAVAILABLE):
-        rest = text[len(ERR_REGISTRY_UNAVAILABLE) :]
-        return (
-            ERR_REGISTRY_UNAVAILABLE,
-            f"image pull failed for {container.image} because the registry is unavailable{rest}",
-        )
-    return ERR_IMAGE_PULL, str(err)
+def _aggregate(errors: Sequence[cri_errors.CriError]) -> str:
+    """``utilerrors.NewAggregate(errs).Error()``: one message as it is, several de-duplicated in brackets."""
+    unique = list(dict.fromkeys(str(err) for err in errors))
+    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
+
+
+def _pull_error(image: str, errors: Sequence[cri_errors.CriError]) -> tuple[str, str]:
+    """``evalCRIPullErr``: RegistryUnavailable or SignatureValidationFailed when the (one) runtime error
+    says so, else ErrImagePull with the aggregated errors."""
+    text = errors[0].message if len(errors) == 1 else _aggregate(errors)
+    for reason, what in (
+        (ERR_REGISTRY_UNAVAILABLE, "the registry is unavailable"),
+        (ERR_SIGNATURE_VALIDATION_FAILED, "the signature validation failed"),
+    ):
+        if text.startswith(reason):
+            return reason, f"image pull failed for {image} because {what}{text[len(reason) :]}"
+    return ERR_IMAGE_PULL, _aggregate(errors)
+
+
+def _truncated_duration(seconds: float) -> str:
+    """Go's ``Duration.Truncate(time.Millisecond).String()``."""
+    ns = round(seconds * 1e9)
+    return go_duration(ns // 1_000_000 / 1e3)
 
 
 @attrs.frozen
 class EnsuredImage:
     """What the container is created from: the runtime's image id, and the ImageStatus that found it
-    present (None after a pull), so the image's user need not be asked for again."""
+    present (or that read its size after the pull; None when that failed), so the image's user need not
+    be asked for again."""
 
     ref: str
     image: pb.Image | None = None
 
 
+class _PullFailed(Exception):
+    def __init__(self, errors: list[cri_errors.CriError]) -> None:
+        super().__init__(_aggregate(errors))
+        self.errors = errors
+
+
+@attrs.frozen
+class _Pulled:
+    ref: str
+    image: pb.Image | None
+    size: int
+    duration: float
+
+
 @attrs.define(eq=False)
 class ImageManager:
+    """Pull policy, credentials, backoff and serialisation of image pulls.
+
+    ``keyring`` holds the node's credentials (its docker config file and credential provider plugins:
+    :func:`kubelet_trio.credentialprovider.node_keyring`); None means the pod's pull secrets only.
+    """
+
     runtime: ImageService
     backoff: Backoff = attrs.Factory(lambda: Backoff(IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX))
     events: EventSink | None = None
     serialize_pulls: bool = True
+    keyring: DockerKeyring | None = None
     _pull_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+    # the last pull failure per backoff key, "<reason>: <message>", repeated while backing off
+    _last_failure: dict[str, str] = attrs.field(factory=dict, init=False)
 
     def _event(self, pod: Pod, type_: str, reason: str, message: str) -> None:
         if self.events is not None:
@@ -177,10 +249,62 @@ class ImageManager:
     def backoff_key(pod: Pod, container: Container) -> str:
         return f"{pod.uid}_{container.image or ''}"
 
+    async def pull_credentials(self, image: str, pull_secrets: Sequence[PullSecret] = ()) -> list[AuthConfig]:
+        """The credentials to try for ``image``, in order: the pod's pull secrets', then the node's (Go:
+        ``makeLookupPullCredentialsFunc``). Raises :class:`~kubelet_trio.credentialprovider.PullSecretError`
+        when a secret's docker config does not parse."""
+        keyring = make_docker_keyring(pull_secrets, self.keyring)
+        if keyring is None:
+            return []
+        return await keyring.lookup(repository_to_pull(image))
+
+    async def _pull_with(
+        self, spec: pb.ImageSpec, credentials: list[AuthConfig], sandbox_config: pb.PodSandboxConfig | None
+    ) -> str:
+        """Go's ``PullImage``: anonymously when there is no credential, else each in turn until one
+        works. Raises :class:`_PullFailed` with every attempt's error."""
+        if not credentials:
+            try:
+                return await self.runtime.pull_image(spec, None, sandbox_config)
+            except cri_errors.CriError as err:
+                raise _PullFailed([err]) from err
+        errors: list[cri_errors.CriError] = []
+        for attempt, credential in enumerate(credentials):
+            try:
+                return await self.runtime.pull_image(spec, credential.to_cri(), sandbox_config)
+            except cri_errors.CriError as err:
+                ctx = kv(image=spec.image, attempt=attempt, err=err)
+                logger.log(vlevel(4), "image pull with a credential failed", extra=ctx)
+                errors.append(err)
+        raise _PullFailed(errors)
+
+    async def _puller(
+        self, spec: pb.ImageSpec, credentials: list[AuthConfig], sandbox_config: pb.PodSandboxConfig | None
+    ) -> _Pulled:
+        """One pull as Go's image puller runs it: the pull, then the image's size (best effort)."""
+        started_at = trio.current_time()
+        ref = await self._pull_with(spec, credentials, sandbox_config)
+        status = None
+        try:
+            status = await self.runtime.image_status(spec)
+        except cri_errors.CriError as err:
+            logger.log(vlevel(4), "cannot read the pulled image's size", extra=kv(image=spec.image, err=err))
+        size = status.size if status is not None else 0
+        reusable = status if status is not None and status.id == ref else None
+        return _Pulled(ref, reusable, size, trio.current_time() - started_at)
+
     async def ensure_image_exists(
-        self, pod: Pod, container: Container, sandbox_config: pb.PodSandboxConfig | None = None
+        self,
+        pod: Pod,
+        container: Container,
+        sandbox_config: pb.PodSandboxConfig | None = None,
+        *,
+        pull_secrets: Sequence[PullSecret] = (),
     ) -> EnsuredImage:
-        """Make sure the container's image is present per its pull policy; return its image ref (id)."""
+        """Make sure the container's image is present per its pull policy; return its image ref (id).
+
+        ``pull_secrets``: the pod's ``spec.imagePullSecrets`` as fetched by the caller (those it could
+        not fetch left out: the caller reports them), in the pod's order."""
         user_image = container.image or ""
         ctx = {"pod": kobj(pod), "uid": pod.uid, "container": container.name, "image": user_image}
         try:
@@ -214,37 +338,53 @@ class ImageManager:
             self._event(pod, "Warning", ERR_IMAGE_NEVER_PULL, msg)
             raise ImageError(ERR_IMAGE_NEVER_PULL, msg)
 
+        # Go looks the credentials up before the backoff check (plugins run even while backing off)
+        try:
+            credentials = await self.pull_credentials(image, pull_secrets)
+        except PullSecretError as err:
+            logger.warning("cannot read the image pull secrets", extra=kv(**ctx, err=str(err)))
+            raise ImageError(ERR_IMAGE_PULL, str(err)) from None
+
         key = self.backoff_key(pod, container)
         if self.backoff.is_in_backoff_since_update(key, trio.current_time()):
             msg = f'Back-off pulling image "{user_image}"'
             self._event(pod, "Normal", "BackOff", msg)
+            last = self._last_failure.get(key)
+            if last is not None:
+                msg = f"{msg}: {last}"
             raise ImageError(ERR_IMAGE_PULL_BACKOFF, msg, self.backoff.expiry(key))
+        self._last_failure.pop(key, None)
 
         self._event(pod, "Normal", "Pulling", f'Pulling image "{user_image}"')
-        logger.info("pulling image", extra=kv(**ctx))
+        if credentials:
+            logger.info("pulling image", extra=kv(**ctx, credentials=len(credentials)))
+        else:
+            logger.info("pulling image without credentials", extra=kv(**ctx))
         queued_at = trio.current_time()
         try:
             if self.serialize_pulls:
                 async with self._pull_lock:
-                    started_at = trio.current_time()
-                    ref = await self.runtime.pull_image(spec, None, sandbox_config)
+                    pulled = await self._puller(spec, credentials, sandbox_config)
             else:
-                started_at = queued_at
-                ref = await self.runtime.pull_image(spec, None, sandbox_config)
-        except cri_errors.CriError as err:
-            logger.warning("image pull failed", extra=kv(**ctx, err=err))
-            self._event(pod, "Warning", "Failed", f'Failed to pull image "{user_image}": {err}')
+                pulled = await self._puller(spec, credentials, sandbox_config)
+        except _PullFailed as failed:
+            logger.warning("image pull failed", extra=kv(**ctx, err=str(failed)))
+            self._event(pod, "Warning", "Failed", f'Failed to pull image "{user_image}": {failed}')
             self.backoff.next(key, trio.current_time())
-            reason, msg = _pull_error(container, err)
-            raise ImageError(reason, msg, self.backoff.expiry(key)) from err
-        done_at = trio.current_time()
+            reason, msg = _pull_error(user_image, failed.errors)
+            self._last_failure[key] = f"{reason}: {msg}"
+            raise ImageError(reason, msg, self.backoff.expiry(key)) from failed.errors[-1]
+        waited = trio.current_time() - queued_at
         self._event(
             pod,
             "Normal",
             "Pulled",
-            f'Successfully pulled image "{user_image}" in {go_duration(done_at - started_at)} '
-            f"({go_duration(done_at - queued_at)} including waiting)",
+            f'Successfully pulled image "{user_image}" in {_truncated_duration(pulled.duration)} '
+            f"({_truncated_duration(waited)} including waiting). Image size: {pulled.size} bytes.",
         )
-        logger.info("pulled image", extra=kv(**ctx, ref=ref))
+        logger.info("pulled image", extra=kv(**ctx, ref=pulled.ref))
         self.backoff.gc()
-        return EnsuredImage(ref)
+        # Go keeps the last failures until the next pull of that key; forget those whose backoff is gone too
+        for stale in [k for k in self._last_failure if not self.backoff.get(k)]:
+            del self._last_failure[stale]
+        return EnsuredImage(pulled.ref, pulled.image)

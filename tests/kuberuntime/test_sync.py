@@ -36,12 +36,13 @@ def start_errors(result: PodSyncResult) -> dict[str, tuple[str, str]]:
 async def test_an_image_found_present_is_inspected_once_per_start(
     make_env: EnvFactory, autojump_clock: MockClock
 ) -> None:
-    """The ImageStatus that found the image also names its user; only after a pull is it asked again."""
+    """The ImageStatus that found the image also names its user; after a pull, the one that reads the
+    image's size for the Pulled event (Go's puller) does."""
     pulled = await make_env()
     assert started(await pulled.sync(make_pod([app()], scripts={"app": "run"}))) == ["app"]
     image = await pulled.sim.image_status(pb.ImageSpec(image=IMAGE))
     assert image is not None
-    assert pulled.sim.image_status_calls == [IMAGE, image.id, IMAGE]
+    assert pulled.sim.image_status_calls == [IMAGE, IMAGE, IMAGE]
 
     present = await make_env(preloaded_images=[IMAGE])
     pod = make_pod([app(), app("side")], scripts={"app": "run", "side": "run"})
@@ -407,6 +408,7 @@ async def test_image_change_kills_and_recreates_container(env: Env, autojump_clo
 async def test_image_pull_error_then_backoff(env: Env, autojump_clock: MockClock) -> None:
     pod = make_pod([app(image=MISSING_IMAGE)])
     timeline: list[tuple[float, str, float | None]] = []
+    last_failure = ""
     for t in (0, 5, 10, 20, 30, 50, 70):
         await trio.sleep_until(t)
         result = await env.sync(pod)
@@ -414,8 +416,10 @@ async def test_image_pull_error_then_backoff(env: Env, autojump_clock: MockClock
         timeline.append((t, step.error, step.backoff_until))
         if step.error == "ErrImagePull":
             assert "not found" in step.message and MISSING_IMAGE in step.message
+            last_failure = step.message
         else:
-            assert step.message == f'Back-off pulling image "{MISSING_IMAGE}"'
+            # Go >= 1.32: the back-off message carries the last pull error; the BackOff event does not
+            assert step.message == f'Back-off pulling image "{MISSING_IMAGE}": ErrImagePull: {last_failure}'
     assert timeline == [
         (0, "ErrImagePull", 10),
         (5, "ImagePullBackOff", 10),
@@ -426,6 +430,7 @@ async def test_image_pull_error_then_backoff(env: Env, autojump_clock: MockClock
         (70, "ErrImagePull", 150),
     ]
     assert env.event_reasons().count("Pulling") == 4
+    assert ("uid-1", "Normal", "BackOff", f'Back-off pulling image "{MISSING_IMAGE}"') in env.events
     assert env.mgr.reasons(pod.uid)["app"][0] == "ErrImagePull"
     assert await env.containers() == []
 
