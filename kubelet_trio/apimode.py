@@ -29,6 +29,7 @@ from kubelet_trio import defaults, version
 if TYPE_CHECKING:  # the components themselves are imported by the functions that build them
     from kubelet_trio.api import Pod
     from kubelet_trio.apiobjects import ApiObjectStore, WatchingObjectStore
+    from kubelet_trio.boundary import BoundaryErrors
     from kubelet_trio.client import ApiClient, TokenBucket
     from kubelet_trio.client.reflector import ObjectReflector
     from kubelet_trio.config.apiserver import ApiserverSource
@@ -133,14 +134,24 @@ class ApiMode:
 
 
 def api_pod_source(
-    client: ApiClient, pod_config: PodConfig, node_name: str, *, rng: random.Random | None = None
+    client: ApiClient,
+    pod_config: PodConfig,
+    node_name: str,
+    *,
+    rng: random.Random | None = None,
+    boundary_errors: BoundaryErrors | None = None,
 ) -> ApiserverSource:
-    """The ``api`` pod source (``pod_config`` must list ``"api"`` among its sources)."""
+    """The ``api`` pod source (``pod_config`` must list ``"api"`` among its sources); what it contains
+    of the server's input is counted in ``boundary_errors``."""
     from kubelet_trio.config.apiserver import ApiserverSource
     from kubelet_trio.config.types import API_SOURCE
 
     return ApiserverSource(
-        client, node_name, pod_config.source_channel(API_SOURCE), rng=rng or random.Random()
+        client,
+        node_name,
+        pod_config.source_channel(API_SOURCE),
+        rng=rng or random.Random(),
+        boundary_errors=boundary_errors,
     )
 
 
@@ -237,7 +248,13 @@ def build_api_mode(
         return NodeView.from_node(node) if node is not None else None
 
     # The node informer: labels and taints others set reach admission, annotations the object cache.
-    node_informer = ObjectReflector(client, "/api/v1/nodes", node_name, on_change=node_status.observe)
+    node_informer = ObjectReflector(
+        client,
+        "/api/v1/nodes",
+        node_name,
+        on_change=node_status.observe,
+        boundary_errors=kubelet.metrics.boundary_errors,
+    )
     objects = _object_store(client, options, kubelet.config.sync_frequency, node_status)
     tokens = TokenManager(client=client, clock=kubelet.clock)
     runtime_classes = RuntimeClassManager(client)

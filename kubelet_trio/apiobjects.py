@@ -107,6 +107,8 @@ def _walk_refs(pod: Pod) -> Iterator[tuple[str, str | None]]:
     spec = pod.spec
     if spec is None:
         return
+    for ref in spec.image_pull_secrets or ():  # first, as Go's VisitPodSecretNames
+        yield SECRETS, ref.name
     for container in spec.all_containers():
         for source in container.env_from or ():
             if source.config_map_ref is not None:
@@ -135,8 +137,8 @@ def _walk_refs(pod: Pod) -> Iterator[tuple[str, str | None]]:
 
 
 def referenced_objects(pod: Pod) -> list[ObjectRef]:
-    """The ConfigMaps and Secrets a pod's env (``valueFrom``, ``envFrom``) and volumes (configMap,
-    secret, projected) reference, each once, in spec order."""
+    """The ConfigMaps and Secrets a pod's image pull secrets, env (``valueFrom``, ``envFrom``) and volumes
+    (configMap, secret, projected) reference, each once, in spec order."""
     refs: dict[ObjectRef, None] = {}
     for resource, name in _walk_refs(pod):
         if name:
@@ -174,7 +176,7 @@ def secret_from_json(obj: Mapping[str, Any]) -> Secret:
     # stringData is write-only in a real API server; a fake one may hand it back unmerged.
     for key, value in (obj.get("stringData") or {}).items():
         data[str(key)] = str(value).encode()
-    return Secret(namespace=namespace, name=name, data=data)
+    return Secret(namespace=namespace, name=name, data=data, type=str(obj.get("type") or ""))
 
 
 @attrs.define

@@ -1,8 +1,8 @@
 """``kubelet-trio`` entry point.
 
 The daemon takes Go-kubelet-style flags at top level (``kubelet-trio --pod-manifest-path ...``); tools that
-the Go kubelet does not have are subcommands, each a module under :mod:`kubelet_trio.cmd` exposing
-``main(argv: list[str]) -> int``.
+the Go kubelet does not have are subcommands (:data:`~kubelet_trio.subcommands.SUBCOMMANDS`), each a module
+under :mod:`kubelet_trio.cmd` exposing ``main(argv: list[str]) -> int``.
 """
 
 from __future__ import annotations
@@ -10,17 +10,9 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "sim-cri": ("kubelet_trio.cmd.sim_cri", "serve a simulated runtime as a CRI gRPC server"),
-    "fake-apiserver": ("kubelet_trio.cmd.fake_apiserver", "serve the test harness's fake API server"),
-    "sim-nodes": ("kubelet_trio.cmd.sim_nodes", "run N simulated nodes in one process against a cluster"),
-    "check-manifests": ("kubelet_trio.cmd.check_manifests", "validate pod manifest files or directories"),
-    "shutdown-node": ("kubelet_trio.cmd.shutdown_node", "graceful node shutdown: stop the pods, by priority"),
-    "demo": (
-        "kubelet_trio.cmd.demo",
-        "the main job: --runonce over examples/ on the simulator and containerd",
-    ),
-}
+from kubelet_trio.subcommands import SUBCOMMANDS
+
+__all__ = ["SUBCOMMANDS", "main", "usage"]
 
 
 def usage() -> str:

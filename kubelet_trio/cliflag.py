@@ -12,6 +12,10 @@
   (the caller applies that rule to the ordered values).
 
 Parsing is separate from meaning: the result is the raw strings per flag, which the caller converts.
+
+The TLS names of ``--tls-min-version`` and ``--tls-cipher-suites`` (Go: ``cliflag.TLSVersion`` and
+``cliflag.TLSCipherSuites``, ``ciphersuites_flag.go``) are here too: Go's ``crypto/tls`` names, each with
+its OpenSSL spelling, and Go's errors for a name that is not one of them.
 """
 
 from __future__ import annotations
@@ -21,13 +25,18 @@ from collections.abc import Callable, Mapping, Sequence
 import attrs
 
 __all__ = [
+    "CIPHER_SUITES",
     "GO_BOOL_VALUES",
+    "TLS_VERSIONS",
+    "CipherSuite",
     "FlagError",
     "FlagSpec",
     "ParsedFlags",
     "normalize",
     "parse_flags",
     "parse_go_bool",
+    "tls_cipher_suites",
+    "tls_version",
 ]
 
 #: strconv.ParseBool's accepted spellings.
@@ -140,3 +149,83 @@ def parse_flags(
         else:
             raise FlagError(f"flag needs an argument: {shown}")
     return ParsedFlags(items, wants_help)
+
+
+# -- TLS names (Go: component-base/cli/flag/ciphersuites_flag.go) ----------------------------------------
+
+#: ``--tls-min-version`` values: Go's ``crypto/tls`` constant names -> the ``ssl.TLSVersion`` member.
+TLS_VERSIONS: Mapping[str, str] = {
+    "VersionTLS10": "TLSv1",
+    "VersionTLS11": "TLSv1_1",
+    "VersionTLS12": "TLSv1_2",
+    "VersionTLS13": "TLSv1_3",
+}
+
+
+def tls_version(name: str) -> str:
+    """The ``ssl.TLSVersion`` member name of a Go TLS version name; Go's error for any other name
+    (``""`` is not a name: the caller's default applies)."""
+    try:
+        return TLS_VERSIONS[name]
+    except KeyError:
+        raise ValueError(f'unknown tls version "{name}"') from None
+
+
+@attrs.frozen
+class CipherSuite:
+    """One of Go's cipher suites: its IANA name (as Go spells it), its OpenSSL name, whether it is a TLS
+    1.3 suite (those are not configurable, in Go as in OpenSSL's cipher list) and whether Go lists it
+    among ``tls.InsecureCipherSuites()``."""
+
+    name: str
+    openssl: str
+    tls13: bool = False
+    insecure: bool = False
+
+
+def _suites(*suites: CipherSuite) -> dict[str, CipherSuite]:
+    return {suite.name: suite for suite in suites}
+
+
+#: What ``cliflag.TLSCipherSuites`` accepts: ``tls.CipherSuites()``, ``tls.InsecureCipherSuites()`` (newest
+#: Go: RSA key exchange, RC4, 3DES and the CBC-SHA256 suites) and the two legacy ChaCha20 names.
+CIPHER_SUITES: Mapping[str, CipherSuite] = _suites(
+    CipherSuite("TLS_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256", tls13=True),
+    CipherSuite("TLS_AES_256_GCM_SHA384", "TLS_AES_256_GCM_SHA384", tls13=True),
+    CipherSuite("TLS_CHACHA20_POLY1305_SHA256", "TLS_CHACHA20_POLY1305_SHA256", tls13=True),
+    CipherSuite("TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA", "ECDHE-ECDSA-AES128-SHA"),
+    CipherSuite("TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA", "ECDHE-ECDSA-AES256-SHA"),
+    CipherSuite("TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA", "ECDHE-RSA-AES128-SHA"),
+    CipherSuite("TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA", "ECDHE-RSA-AES256-SHA"),
+    CipherSuite("TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "ECDHE-ECDSA-AES128-GCM-SHA256"),
+    CipherSuite("TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", "ECDHE-ECDSA-AES256-GCM-SHA384"),
+    CipherSuite("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "ECDHE-RSA-AES128-GCM-SHA256"),
+    CipherSuite("TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "ECDHE-RSA-AES256-GCM-SHA384"),
+    CipherSuite("TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256", "ECDHE-RSA-CHACHA20-POLY1305"),
+    CipherSuite("TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256", "ECDHE-ECDSA-CHACHA20-POLY1305"),
+    CipherSuite("TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305", "ECDHE-RSA-CHACHA20-POLY1305"),
+    CipherSuite("TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305", "ECDHE-ECDSA-CHACHA20-POLY1305"),
+    CipherSuite("TLS_RSA_WITH_RC4_128_SHA", "RC4-SHA", insecure=True),
+    CipherSuite("TLS_RSA_WITH_3DES_EDE_CBC_SHA", "DES-CBC3-SHA", insecure=True),
+    CipherSuite("TLS_RSA_WITH_AES_128_CBC_SHA", "AES128-SHA", insecure=True),
+    CipherSuite("TLS_RSA_WITH_AES_256_CBC_SHA", "AES256-SHA", insecure=True),
+    CipherSuite("TLS_RSA_WITH_AES_128_CBC_SHA256", "AES128-SHA256", insecure=True),
+    CipherSuite("TLS_RSA_WITH_AES_128_GCM_SHA256", "AES128-GCM-SHA256", insecure=True),
+    CipherSuite("TLS_RSA_WITH_AES_256_GCM_SHA384", "AES256-GCM-SHA384", insecure=True),
+    CipherSuite("TLS_ECDHE_ECDSA_WITH_RC4_128_SHA", "ECDHE-ECDSA-RC4-SHA", insecure=True),
+    CipherSuite("TLS_ECDHE_RSA_WITH_RC4_128_SHA", "ECDHE-RSA-RC4-SHA", insecure=True),
+    CipherSuite("TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA", "ECDHE-RSA-DES-CBC3-SHA", insecure=True),
+    CipherSuite("TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256", "ECDHE-ECDSA-AES128-SHA256", insecure=True),
+    CipherSuite("TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256", "ECDHE-RSA-AES128-SHA256", insecure=True),
+)
+
+
+def tls_cipher_suites(names: Sequence[str]) -> tuple[CipherSuite, ...]:
+    """The suites of ``names``, in order; Go's error names the first one that is not a suite."""
+    suites = []
+    for name in names:
+        suite = CIPHER_SUITES.get(name)
+        if suite is None:
+            raise ValueError(f"Cipher suite {name} not supported or doesn't exist")
+        suites.append(suite)
+    return tuple(suites)

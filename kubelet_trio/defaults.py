@@ -17,12 +17,17 @@ from collections.abc import Mapping
 
 __all__ = [
     "ADDRESS",
+    "ANONYMOUS_AUTH",
+    "AUTHENTICATION_WEBHOOK",
     "AUTHENTICATION_WEBHOOK_CACHE_TTL",
+    "AUTHORIZATION_MODE",
     "AUTHORIZATION_WEBHOOK_CACHE_AUTHORIZED_TTL",
     "AUTHORIZATION_WEBHOOK_CACHE_UNAUTHORIZED_TTL",
     "CERT_DIR",
     "CGROUP_DRIVER",
     "CHANGE_DETECTION_STRATEGIES",
+    "CONFIG_FILE_AUTHENTICATION_WEBHOOK",
+    "CONFIG_FILE_AUTHORIZATION_MODE",
     "CONFIG_MAP_AND_SECRET_CHANGE_DETECTION_STRATEGY",
     "CONTAINER_LOG_MAX_FILES",
     "CONTAINER_LOG_MAX_SIZE",
@@ -59,6 +64,7 @@ __all__ = [
     "SHUTDOWN_GRACE_PERIOD_CRITICAL_PODS",
     "STREAMING_CONNECTION_IDLE_TIMEOUT",
     "SYNC_FREQUENCY",
+    "TLS_MIN_VERSION",
 ]
 
 # -- pod sources and the sync loop ----------------------------------------------------------------------
@@ -121,6 +127,17 @@ HEALTHZ_BIND_ADDRESS = "127.0.0.1"  # healthzBindAddress
 ADDRESS = "0.0.0.0"  # address
 PORT = 10250  # port
 READ_ONLY_PORT = 0  # readOnlyPort (the v1beta1 default; the legacy flag default is 10255)
+TLS_MIN_VERSION = ""  # tlsMinVersion ("": TLS 1.2; the newest cliflag.TLSVersion defaults to 1.3)
+# Authentication and authorization of the Kubelet API. Go has two sets of defaults: a --config file is
+# defaulted as kubelet.config.k8s.io/v1beta1 (Webhook, webhook authentication on, anonymous off), while
+# without one the flags keep their legacy defaults (applyLegacyDefaults: AlwaysAllow, webhook off,
+# anonymous on). Here anonymous is off in both: open by default, AlwaysAllow would let any peer that
+# reaches the port run commands in every pod.
+AUTHORIZATION_MODE = "AlwaysAllow"  # --authorization-mode without --config (Go's legacy flag default)
+AUTHENTICATION_WEBHOOK = False  # --authentication-token-webhook without --config (legacy flag default)
+ANONYMOUS_AUTH = False  # authentication.anonymous.enabled (v1beta1; Go's legacy flag default is true)
+CONFIG_FILE_AUTHORIZATION_MODE = "Webhook"  # authorization.mode when --config is given (v1beta1)
+CONFIG_FILE_AUTHENTICATION_WEBHOOK = True  # authentication.webhook.enabled when --config is given
 AUTHENTICATION_WEBHOOK_CACHE_TTL = 120.0  # authentication.webhook.cacheTTL 2m
 AUTHORIZATION_WEBHOOK_CACHE_AUTHORIZED_TTL = 300.0  # authorization.webhook.cacheAuthorizedTTL 5m
 AUTHORIZATION_WEBHOOK_CACHE_UNAUTHORIZED_TTL = 30.0  # authorization.webhook.cacheUnauthorizedTTL 30s

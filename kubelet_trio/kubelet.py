@@ -14,7 +14,7 @@ import enum
 import logging
 import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
@@ -60,13 +60,13 @@ from kubelet_trio.kuberuntime.manager import (
 )
 from kubelet_trio.kuberuntime.mounts import RunOptionsGenerator
 from kubelet_trio.lifecycle import HandlerRunner
-from kubelet_trio.lifecycle.predicate import admit_standalone
+from kubelet_trio.lifecycle.predicate import admit_pod_count, admit_standalone
 from kubelet_trio.logs import kobj, kv
 from kubelet_trio.metrics import KubeletMetrics
 from kubelet_trio.network.dns import DnsConfigurer
 from kubelet_trio.nodeshutdown import NodeShutdownManager, ShutdownSocket, socket_path
 from kubelet_trio.nodestatus.addresses import NodeAddressError, choose_node_ip, read_host_network
-from kubelet_trio.objects import NO_OBJECTS, ObjectStore
+from kubelet_trio.objects import NO_OBJECTS, ObjectStore, ObjectUnavailable, Secret
 from kubelet_trio.pleg.events import PodLifecycleEvent, PodLifecycleEventType
 from kubelet_trio.pleg.generic import GenericPLEG
 from kubelet_trio.pod.manager import PodManager
@@ -85,6 +85,9 @@ from kubelet_trio.sysctl import SysctlAllowlist
 from kubelet_trio.volumemanager import MountError, VolumeManager, make_pod_data_dirs, setup_data_dirs
 from kubelet_trio.volumemanager.manager import TokenSource
 
+if TYPE_CHECKING:
+    from kubelet_trio.credentialprovider import DockerKeyring
+
 logger = logging.getLogger(__name__)
 
 SYNC_TICK = 1.0
@@ -93,6 +96,7 @@ RUNTIME_STATUS_PERIOD = 5.0
 CONTAINER_GC_PERIOD = 60.0  # Go: ContainerGCPeriod
 MERGED_CHANNEL_SIZE = 100
 ORPHAN_GRACE_PERIOD = 1
+FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET = "FailedToRetrieveImagePullSecret"
 OBJECT_PREFETCH_TIMEOUT = 10.0  # a pod sync waits this long at most for its ConfigMaps and Secrets
 KILL_DEADLINE_MARGIN = 10.0  # beyond the grace period, for the runtime to deliver SIGKILL and answer
 
@@ -127,6 +131,8 @@ class KubeletConfig:
     tls_cert_file: str = ""  # "" with tls_private_key_file "": self-signed under <root_dir>/pki
     tls_private_key_file: str = ""
     client_ca_file: str = ""  # authentication.x509.clientCAFile
+    tls_min_version: str = defaults.TLS_MIN_VERSION  # tlsMinVersion: Go's name ("": TLS 1.2)
+    tls_cipher_suites: tuple[str, ...] = ()  # tlsCipherSuites: Go's names ((): the TLS library's)
     anonymous_auth: bool = False  # authentication.anonymous.enabled
     authentication_token_webhook: bool = False  # authentication.webhook.enabled
     authorization_mode: str = "AlwaysAllow"  # authorization.mode: AlwaysAllow or Webhook
@@ -166,6 +172,9 @@ class KubeletConfig:
     shutdown_grace_period: float = defaults.SHUTDOWN_GRACE_PERIOD  # seconds; 0: off
     shutdown_grace_period_critical_pods: float = defaults.SHUTDOWN_GRACE_PERIOD_CRITICAL_PODS
     pod_infra_container_image: str = ""  # never garbage collected (besides the runtime's sandbox image)
+    # maxPods: standalone admission's pod limit (OutOfpods); None: no limit (the CLI's default is 110). In
+    # API mode admission reads the Node's allocatable pods, set from ApiModeOptions.max_pods instead.
+    max_pods: int | None = None
 
 
 class EventKind(enum.Enum):
@@ -240,6 +249,8 @@ class Kubelet:
     # rejection with .reason and .message, or None. Rejected pods are Failed for good, never started.
     # Standalone default: refuse runtimeClassName (no API to resolve it); API mode installs the predicates.
     _admit: AdmitFunc | None = attrs.field(init=False, default=admit_standalone)
+    # No Node to fit against (standalone): admission counts the pods against config.max_pods itself
+    _count_pods: bool = attrs.field(init=False, default=True)
     rejected: set[str] = attrs.field(init=False, factory=set)
     # Pods whose data directories this kubelet has made (Go makes them on every sync; here each is a
     # thread hop, so once per pod while it is desired or known)
@@ -271,6 +282,9 @@ class Kubelet:
     _eviction_signals: SignalSource | None = None
     _image_gc: ImageGC | None = None
     _image_fs: ImageFsStatsProvider | None = None  # None: statvfs of the runtime's image filesystem
+    # the node's registry credentials (docker config file, credential provider plugins), tried after the
+    # pod's image pull secrets; None: the pod's secrets only
+    _keyring: DockerKeyring | None = None
     image_gc_manager: ImageGCManager = attrs.field(init=False)
     shutdown_manager: NodeShutdownManager = attrs.field(init=False)
     _node_event_sink: NodeEventSink | None = attrs.field(init=False, default=None)
@@ -300,6 +314,7 @@ class Kubelet:
             self._event_sink = extension.event_sink
         if extension.admit is not None:
             self._admit = extension.admit
+            self._count_pods = False  # the predicates count them against the Node's allocatable pods
         if extension.api_client is not None:
             self._api_client = extension.api_client
         self._object_store = extension.object_store
@@ -344,6 +359,7 @@ class Kubelet:
                 run_sync=self.run_sync,
             ).pod_dns_config,
             runtime_classes=extension.runtime_classes,
+            keyring=self._keyring,
         )
         self.pleg = GenericPLEG(
             self.kube_runtime,
@@ -702,17 +718,22 @@ class Kubelet:
             return True
         if pod.is_terminal or self.pod_workers.is_known(pod.uid):
             return False
-        # Go's admit handlers in order: eviction, sysctls, then the predicates
+        # Go's admit handlers in order: eviction, sysctls, then the predicates (the pod count first)
         rejection = (
             self.eviction_manager.admit(pod) or self._sysctls.admit(pod) or self.shutdown_manager.admit(pod)
         )
+        if rejection is None and self._count_pods and self.config.max_pods is not None:
+            rejection = admit_pod_count(self.config.max_pods, active_pods())
         if rejection is None and self._admit is not None:
             rejection = self._admit(pod, active_pods())  # not known yet, so not among them
         if rejection is None:
             return False
         self.rejected.add(pod.uid)
         message = f"Pod was rejected: {rejection.message}"
-        logger.warning("pod rejected", extra=kv(pod=kobj(pod), uid=pod.uid, reason=rejection.reason))
+        logger.warning(
+            "pod rejected",
+            extra=kv(pod=kobj(pod), uid=pod.uid, reason=rejection.reason, message=rejection.message),
+        )
         status = ApiPodStatus(
             phase="Failed", reason=rejection.reason, message=message, qos_class=pod_qos(pod)
         )
@@ -913,11 +934,12 @@ class Kubelet:
             await self.volume_manager.mount_pod(pod)
         except MountError as err:
             raise SyncError(f"Unable to attach or mount volumes: {err}") from err
+        pull_secrets = self._pull_secrets(pod)
         self.probe_manager.add_pod(pod)
         if pod.spec is not None and pod.spec.host_network and not status.ips:
             # Go (#24576): a host-network pod's IPs are the node's (its env and /etc/hosts use them).
             status = attrs.evolve(status, ips=tuple(ip.ip or "" for ip in api_status.pod_ips or ()))
-        result = await self.kube_runtime.sync_pod(pod, status)
+        result = await self.kube_runtime.sync_pod(pod, status, pull_secrets)
         if result.steps:  # the runtime changed: report it now rather than after the next relist
             fresh = await self._refresh_cache(pod)
             if fresh is not None:
@@ -930,6 +952,44 @@ class Kubelet:
             )
             raise SyncError(summary, retry_at=result.earliest_backoff())
         return False
+
+    def _pull_secrets(self, pod: Pod) -> list[Secret]:
+        """The Secrets of the pod's ``spec.imagePullSecrets`` (Go: ``getPullSecretsForPod``), in its order,
+        from the store volumes use (prefetched at the start of the sync). One that is missing or cannot be
+        known is left out: an info line each, and one Warning event naming them all; the pull goes on
+        with the others. Entries without a name are skipped. Standalone (no API server, no store) the
+        references are ignored: Go 1.33's standalone kubelet has no secret manager to ask, later ones
+        refuse static pods that reference secrets."""
+        refs = (pod.spec.image_pull_secrets if pod.spec is not None else None) or ()
+        if not refs or self._object_store is NO_OBJECTS:
+            return []
+        found: list[Secret] = []
+        failed: list[str] = []
+        for ref in refs:
+            if not ref.name:  # API validation lets empty names through (Go: issue 99454)
+                continue
+            try:
+                secret = self._object_store.get_secret(pod.namespace, ref.name)
+                error = None if secret is not None else f'secrets "{ref.name}" not found'
+            except ObjectUnavailable as err:
+                secret, error = None, str(err)
+            if secret is None:
+                logger.info(
+                    "Unable to retrieve pull secret, the image pull may not succeed.",
+                    extra=kv(pod=kobj(pod), secret=f"{pod.namespace}/{ref.name}", err=error),
+                )
+                failed.append(ref.name)
+                continue
+            found.append(secret)
+        if failed:
+            self.record_event(
+                pod,
+                "Warning",
+                FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET,
+                f"Unable to retrieve some image pull secrets ({', '.join(failed)}); "
+                "attempting to pull the image may not succeed.",
+            )
+        return found
 
     async def sync_terminating_pod(self, pod: Pod, status: PodStatus, grace_period: int) -> None:
         self.probe_manager.stop_liveness_and_startup(pod)

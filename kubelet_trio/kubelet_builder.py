@@ -28,6 +28,7 @@ from kubelet_trio.apimode import ApiModeOptions
 from kubelet_trio.clock import WallClock
 from kubelet_trio.cm.allocatable import NodeAllocatable
 from kubelet_trio.config.podconfig import PodConfig
+from kubelet_trio.credentialprovider import node_keyring
 from kubelet_trio.cri.instrumented import InstrumentedRuntime
 from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.eviction import ImageGC, SignalSource, SimulatedSignals
@@ -40,6 +41,7 @@ from kubelet_trio.stats import HostSampler, read_host_sample
 if TYPE_CHECKING:
     from kubelet_trio.apimode import ApiMode
     from kubelet_trio.client import ApiClient
+    from kubelet_trio.credentialprovider import PluginProvider
     from kubelet_trio.server.host import HostInterface
 
 __all__ = ["KubeletDeps", "KubeletNode", "build_kubelet", "open_kubelet"]
@@ -74,6 +76,10 @@ class KubeletDeps:
     eviction_signals: SignalSource | None = None
     image_gc: ImageGC | None = None
     image_fs: ImageFsStatsProvider | None = None  # image GC's disk figures; None: statvfs (real runtimes)
+    # the registered credential provider plugins (--image-credential-provider-config and -bin-dir, read by
+    # kubelet_trio.credentialprovider.register_credential_provider_plugins); with the node's docker config
+    # file (looked for from config.root_dir) they make the node keyring every image pull may use
+    credential_providers: Sequence[PluginProvider] = ()
 
 
 @attrs.frozen
@@ -88,6 +94,7 @@ def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
     """Build a node, not yet running (:func:`open_kubelet` runs it)."""
     runtime = deps.runtime
     deps.metrics.set_node_name(config.node_name)
+    _count_boundary_errors((runtime, *deps.sources), deps.metrics)
     if deps.instrument_runtime:
         runtime = InstrumentedRuntime(runtime, deps.metrics.observe_runtime_operation)
     sources = list(deps.sources)
@@ -98,7 +105,11 @@ def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
 
         if client.metrics is None:
             client.metrics = deps.metrics  # rest_client_* on this node's /metrics
-        api_source = api_pod_source(client, deps.pod_config, config.node_name)
+        if client.boundary_errors is None:
+            client.boundary_errors = deps.metrics.boundary_errors  # what its reflectors contain
+        api_source = api_pod_source(
+            client, deps.pod_config, config.node_name, boundary_errors=deps.metrics.boundary_errors
+        )
         sources.append(api_source)
 
         def api_mode(kubelet: Kubelet) -> KubeletExtension:
@@ -122,10 +133,19 @@ def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
         or (SimulatedSignals() if _is_simulated(deps.runtime) else None),
         image_gc=deps.image_gc,
         image_fs=deps.image_fs,
+        keyring=node_keyring(config.root_dir, deps.credential_providers, run_sync=deps.run_sync),
         serve_http=functools.partial(_serve_http, configz=deps.configz),
         host_stats=deps.host_stats,
     )
     return KubeletNode(kubelet, built[0] if built else None)
+
+
+def _count_boundary_errors(components: Sequence[object], metrics: KubeletMetrics) -> None:
+    """The runtime and sources built before the node (a CRI session, a file or URL source) count what
+    they contain of their peers' input on this node's metrics, unless given a counter of their own."""
+    for component in components:
+        if hasattr(component, "boundary_errors") and component.boundary_errors is None:
+            component.boundary_errors = metrics.boundary_errors
 
 
 def _is_simulated(runtime: Runtime) -> bool:

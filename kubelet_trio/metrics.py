@@ -19,6 +19,8 @@ Durations are measured on Trio's clock, so they are exact under ``MockClock``.
   each report the same process) and client-go's ``rest_client_requests_total{code,method,host}`` /
   ``rest_client_request_duration_seconds{verb,host}``, fed by the API client
   (:class:`~kubelet_trio.client.metrics.RequestMetrics`).
+- ``kubelet_trio_boundary_errors_total{boundary}`` (this project's own): failures contained at a peer
+  (:mod:`kubelet_trio.boundary`), present once one happened.
 - ``/metrics/probes`` is a registry of its own, as in Go: ``prober_probe_total{probe_type,result,
   container,pod,namespace,pod_uid}``, ``prober_probe_duration_seconds`` and
   ``process_start_time_seconds``, fed by the probe workers
@@ -43,6 +45,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from kubelet_trio.boundary import BoundaryErrors
 from kubelet_trio.config.types import CONFIG_FIRST_SEEN_ANNOTATION
 from kubelet_trio.container.types import ContainerState
 
@@ -111,6 +114,27 @@ class _ProcessStartTime:
         return (m for m in self.process.collect() if m.name == "process_start_time_seconds")
 
 
+@attrs.frozen
+class _BoundaryErrorsCollector:
+    """``kubelet_trio_boundary_errors_total{boundary}``, read from the node's :class:`BoundaryErrors`."""
+
+    errors: BoundaryErrors
+
+    def collect(self) -> Iterator[Metric]:
+        if not self.errors.counts:
+            return  # as a Go vector with no children: no HELP/TYPE either
+        from prometheus_client.core import CounterMetricFamily
+
+        family = CounterMetricFamily(
+            "kubelet_trio_boundary_errors",
+            "Failures contained at a boundary where outside input arrives (the peer was closed).",
+            labels=["boundary"],
+        )
+        for boundary, count in sorted(self.errors.counts.items()):
+            family.add_metric([boundary], count)
+        yield family
+
+
 def _parse_seen(value: str | None) -> dt.datetime | None:
     if not value:
         return None
@@ -128,6 +152,8 @@ class KubeletMetrics:
     """The node's metrics; with ``enabled=False`` (nothing serves them) the hooks record nothing."""
 
     enabled: bool = True
+    #: Failures contained per peer (:mod:`kubelet_trio.boundary`); counted even when nothing serves them.
+    boundary_errors: BoundaryErrors = attrs.Factory(BoundaryErrors)
     registry: CollectorRegistry = attrs.field(init=False)
     running_pods: Gauge = attrs.field(init=False)
     running_containers: Gauge = attrs.field(init=False)
@@ -211,6 +237,7 @@ class KubeletMetrics:
             "kubelet_node_name", "The node's name. The count is always 1.", ["node"], registry=r
         )
         ProcessCollector(registry=r)
+        r.register(_BoundaryErrorsCollector(self.boundary_errors))
         self.rest_client_requests = Counter(
             "rest_client_requests",
             "Number of HTTP requests, partitioned by status code, method, and host.",

@@ -5,7 +5,14 @@ names where the concept exists; the file (``--config``, ``apiVersion: kubelet.co
 ``kind: KubeletConfiguration``) uses the upstream keys. Precedence: built-in defaults < file < flags.
 
 - Durations are Go duration strings (``2m``, ``1m30s``, ``500ms``); flags also take plain seconds.
+- A ``--config`` file is defaulted as Go defaults ``kubelet.config.k8s.io/v1beta1``: keys it leaves out
+  take the v1beta1 default, which for the Kubelet API's authorization and webhook authentication differs
+  from the flags' own (``Setting.file_default``; see :mod:`kubelet_trio.defaults`).
 - Unknown keys in the file are reported as one warning naming them; they do not stop the kubelet.
+- Security-relevant upstream settings this kubelet does not enforce (:data:`UNENFORCED`: ``podPidsLimit``,
+  ``protectKernelDefaults``, ``cgroupsPerQOS``, ...) are accepted the same way as a flag and as a key:
+  a value that asks for the protection gets a warning of its own, one per setting, naming it as not
+  enforced; a value that asks for nothing (``protectKernelDefaults: false``) is accepted silently.
 - An invalid value (file or flag) is an :class:`OptionsError` naming the key or flag and the value; the
   CLI prints it and exits with status 2.
 - Relative ``staticPodPath``/``podLogsDir`` in the file are relative to the file's directory (as
@@ -36,23 +43,37 @@ import yaml
 from kubelet_trio import defaults
 from kubelet_trio.api import Quantity
 from kubelet_trio.apimode import ApiModeOptions
-from kubelet_trio.cliflag import GO_BOOL_VALUES, FlagError, FlagSpec, parse_flags, parse_go_bool
+from kubelet_trio.cliflag import (
+    GO_BOOL_VALUES,
+    FlagError,
+    FlagSpec,
+    parse_flags,
+    parse_go_bool,
+    tls_cipher_suites,
+    tls_version,
+)
 from kubelet_trio.config.http import parse_manifest_url_headers
 from kubelet_trio.eviction import EvictionConfigError, parse_thresholds
 from kubelet_trio.kubelet import KubeletConfig
 from kubelet_trio.runonce import RunOnceSettings
+from kubelet_trio.subcommands import SUBCOMMANDS
 from kubelet_trio.sysctl import SysctlAllowlist
 from kubelet_trio.upstream_flags import unsupported_message
 
 __all__ = [
     "CONFIG_API_VERSION",
     "CONFIG_KIND",
+    "IGNORED_KEYS",
+    "NOT_ENFORCED",
     "SETTINGS",
+    "UNENFORCED",
     "CertificateSettings",
     "ComponentConfigs",
     "KubeletOptions",
     "OptionsError",
+    "OptionsWarning",
     "Setting",
+    "Unenforced",
     "component_configs",
     "help_text",
     "load_options",
@@ -67,6 +88,21 @@ DEFAULT_ENDPOINT = defaults.CONTAINER_RUNTIME_ENDPOINT
 
 class OptionsError(ValueError):
     """An invalid flag, file or value; the message names it. The CLI exits with status 2."""
+
+
+@attrs.frozen
+class OptionsWarning:
+    """Something about the configuration worth a warning, logged once logging is set up: a constant
+    message and its values as data."""
+
+    message: str
+    fields: Mapping[str, Any] = attrs.Factory(dict)
+
+
+#: The message of the warning for a security-relevant setting that asks for a protection not enforced.
+NOT_ENFORCED = "security-relevant setting is NOT enforced by kubelet-trio"
+#: The message of the one warning naming the configuration keys that are read but not used.
+IGNORED_KEYS = "ignoring unknown or unsupported configuration keys"
 
 
 # -- value parsers: (value, from_file) -> typed value; ValueError("expected ...") on bad input ----------
@@ -216,6 +252,34 @@ def _string(value: Any, from_file: bool) -> str:
     if not isinstance(value, str):
         raise ValueError("expected a string")
     return value
+
+
+def _strings(value: Any, from_file: bool) -> tuple[str, ...]:
+    """File: a list of strings; flags: comma-separated (repeatable), as pflag's StringSlice."""
+    if from_file:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError("expected a list of strings")
+        items = [str(v) for v in value]
+    else:
+        items = [
+            part for item in (value if isinstance(value, list) else [value]) for part in str(item).split(",")
+        ]
+    return tuple(item.strip() for item in items if item.strip())
+
+
+def _tls_min_version(value: Any, from_file: bool) -> str:
+    """tlsMinVersion: one of Go's names, VersionTLS10 ... VersionTLS13 ("": the default, TLS 1.2)."""
+    name = _string(value, from_file).strip()
+    if name:
+        tls_version(name)  # Go's error for any other name
+    return name
+
+
+def _tls_cipher_suites(value: Any, from_file: bool) -> tuple[str, ...]:
+    """tlsCipherSuites: Go's cipher suite names (TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ...)."""
+    names = _strings(value, from_file)
+    tls_cipher_suites(names)  # Go's error names the first unknown one
+    return names
 
 
 def _cidr(value: Any, from_file: bool) -> str:
@@ -448,6 +512,9 @@ class Setting:
     path: bool = False  # relative paths in the file are relative to the file
     aliases: tuple[str, ...] = ()  # other spellings of the flag
     shorthand: str = ""  # a one-letter flag (-v)
+    #: The default when a --config file is given, where Go's v1beta1 default differs from the flag's
+    #: legacy default (None: the same default either way).
+    file_default: Any = None
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -471,6 +538,7 @@ G_CONFIG, G_SOURCES, G_RUNTIME, G_NODE, G_API, G_CERTS, G_HTTP, G_RUNONCE, G_LOG
     "run-once (--runonce)",
     "logging",
 )
+G_UNENFORCED = "security-relevant, accepted but not enforced"
 
 _SETTING = "kubelet_trio.options.setting"  # the attrs metadata key of a field's Setting
 
@@ -488,9 +556,24 @@ def setting(
     path: bool = False,
     aliases: tuple[str, ...] = (),
     shorthand: str = "",
+    file_default: Any = None,
 ) -> Any:
     """A :class:`KubeletOptions` field declaring one setting (mutable defaults are copied per instance)."""
-    spec = Setting("", flag, key, parse, default, help, group, metavar, repeatable, path, aliases, shorthand)
+    spec = Setting(
+        "",
+        flag,
+        key,
+        parse,
+        default,
+        help,
+        group,
+        metavar,
+        repeatable,
+        path,
+        aliases,
+        shorthand,
+        file_default,
+    )
     if isinstance(default, Mapping):
         return attrs.field(factory=lambda: dict(default), metadata={_SETTING: spec})
     return attrs.field(default=default, metadata={_SETTING: spec})
@@ -624,6 +707,25 @@ class KubeletOptions:
         " managed containerd's sandbox image, else the CRI runtime's own setting decides",
         G_RUNTIME,
         "IMAGE",
+    )
+    image_credential_provider_config: str = setting(
+        "--image-credential-provider-config",
+        None,
+        _string,
+        "",
+        "the CredentialProviderConfig file (or directory of them) naming the exec plugins that supply"
+        " registry credentials for image pulls; read at startup, an invalid one stops the kubelet",
+        G_RUNTIME,
+        "PATH",
+    )
+    image_credential_provider_bin_dir: str = setting(
+        "--image-credential-provider-bin-dir",
+        None,
+        _string,
+        "",
+        "the directory of the credential provider plugins' executables",
+        G_RUNTIME,
+        "PATH",
     )
     cgroup_driver: str = setting(
         "--cgroup-driver",
@@ -1137,8 +1239,9 @@ class KubeletOptions:
         "--anonymous-auth",
         "authentication.anonymous.enabled",
         _bool,
-        False,
-        "let unauthenticated Kubelet API requests in as system:anonymous",
+        defaults.ANONYMOUS_AUTH,
+        "let unauthenticated Kubelet API requests in as system:anonymous (off by default, also without"
+        " --config, where Go's legacy flag default is on)",
         G_HTTP,
         "BOOL",
     )
@@ -1146,10 +1249,11 @@ class KubeletOptions:
         "--authentication-token-webhook",
         "authentication.webhook.enabled",
         _bool,
-        False,
-        "check Kubelet API bearer tokens with TokenReview (API mode)",
+        defaults.AUTHENTICATION_WEBHOOK,
+        "check Kubelet API bearer tokens with TokenReview (needs --kubeconfig)",
         G_HTTP,
         "BOOL",
+        file_default=defaults.CONFIG_FILE_AUTHENTICATION_WEBHOOK,
     )
     authentication_token_webhook_cache_ttl: float = setting(
         "--authentication-token-webhook-cache-ttl",
@@ -1164,10 +1268,11 @@ class KubeletOptions:
         "--authorization-mode",
         "authorization.mode",
         _choice("AlwaysAllow", "Webhook"),
-        "AlwaysAllow",
-        "Kubelet API authorization: AlwaysAllow or Webhook (SubjectAccessReview, API mode)",
+        defaults.AUTHORIZATION_MODE,
+        "Kubelet API authorization: AlwaysAllow or Webhook (SubjectAccessReview; needs --kubeconfig)",
         G_HTTP,
         "MODE",
+        file_default=defaults.CONFIG_FILE_AUTHORIZATION_MODE,
     )
     authorization_webhook_cache_authorized_ttl: float = setting(
         "--authorization-webhook-cache-authorized-ttl",
@@ -1186,6 +1291,27 @@ class KubeletOptions:
         "how long a denying SubjectAccessReview answer is cached (0 = not cached)",
         G_HTTP,
         "DURATION",
+    )
+    tls_min_version: str = setting(
+        "--tls-min-version",
+        "tlsMinVersion",
+        _tls_min_version,
+        defaults.TLS_MIN_VERSION,
+        "the oldest TLS version the Kubelet API accepts: VersionTLS10, VersionTLS11, VersionTLS12 or"
+        " VersionTLS13 (default: TLS 1.2)",
+        G_HTTP,
+        "VERSION",
+    )
+    tls_cipher_suites: tuple[str, ...] = setting(
+        "--tls-cipher-suites",
+        "tlsCipherSuites",
+        _tls_cipher_suites,
+        (),
+        "the Kubelet API's TLS 1.0-1.2 cipher suites, Go's names, comma-separated (repeatable; default: the"
+        " TLS library's). TLS 1.3 suites are not configurable, as in Go",
+        G_HTTP,
+        "NAMES",
+        repeatable=True,
     )
     streaming_connection_idle_timeout: float = setting(
         "--streaming-connection-idle-timeout",
@@ -1298,6 +1424,106 @@ _BY_DEST = {s.dest: s for s in SETTINGS}
 _BY_KEY = {s.key: s for s in SETTINGS if s.key}
 
 
+# -- security-relevant settings accepted but not enforced ---------------------------------------------
+
+
+@attrs.frozen
+class Unenforced:
+    """An upstream setting that protects the node or its pods, which this kubelet does not enforce.
+
+    Its flag and its key are treated alike: the value is checked, and when it asks for the protection
+    (``requests``) the kubelet starts with a warning of its own naming the setting and what stays
+    unprotected (``effect``), apart from the one warning for harmless keys. A value that asks for
+    nothing is what this kubelet does anyway and is accepted without a word. (Refusing them instead would
+    refuse the files and command lines deployment tools write, and would be no safer than running with
+    the protection named as missing: the operator decides.)
+    """
+
+    flag: str
+    key: str
+    parse: Callable[[Any, bool], Any]
+    requests: Callable[[Any], bool]
+    effect: str
+
+    @property
+    def boolean(self) -> bool:
+        return self.parse is _bool
+
+
+#: Go's KubeletConfiguration fields (with their flags) that guard the node or its pods and that this
+#: kubelet does not implement yet (pod cgroups are the runtime's; the QoS hierarchy, node allocatable
+#: enforcement and pod PID limits come with the cgroup work).
+UNENFORCED: tuple[Unenforced, ...] = (
+    Unenforced(
+        "--pod-max-pids",
+        "podPidsLimit",
+        _int,
+        lambda value: value > 0,
+        "pods get no PID limit: one pod can exhaust the node's PIDs",
+    ),
+    Unenforced(
+        "--protect-kernel-defaults",
+        "protectKernelDefaults",
+        _bool,
+        lambda value: value is True,
+        "the kernel tunables the kubelet depends on (vm.overcommit_memory, vm.panic_on_oom, kernel.panic,"
+        " kernel.panic_on_oops, kernel.keys.*) are neither checked nor refused when they differ",
+    ),
+    Unenforced(
+        "--cgroups-per-qos",
+        "cgroupsPerQOS",
+        _bool,
+        lambda value: value is True,
+        "no QoS cgroup hierarchy: pods are not grouped under kubepods/burstable/besteffort",
+    ),
+    Unenforced(
+        "--enforce-node-allocatable",
+        "enforceNodeAllocatable",
+        _strings,
+        lambda value: any(item != "none" for item in value),
+        "node allocatable is not enforced with cgroups: pods together can use more than allocatable;"
+        " kubeReserved/systemReserved only lower allocatable at admission",
+    ),
+    Unenforced(
+        "--kube-reserved-cgroup",
+        "kubeReservedCgroup",
+        _string,
+        bool,
+        "the kube-reserved cgroup is not limited",
+    ),
+    Unenforced(
+        "--system-reserved-cgroup",
+        "systemReservedCgroup",
+        _string,
+        bool,
+        "the system-reserved cgroup is not limited",
+    ),
+    Unenforced(
+        "--seccomp-default",
+        "seccompDefault",
+        _bool,
+        lambda value: value is True,
+        "containers without a seccompProfile run as the runtime starts them, not with RuntimeDefault",
+    ),
+    Unenforced(
+        "--enable-debugging-handlers",
+        "enableDebuggingHandlers",
+        _bool,
+        lambda value: value is False,
+        "exec, attach, port-forward, run and containerLogs stay on the Kubelet API (port: 0 turns it off)",
+    ),
+    Unenforced(
+        "--enable-server",
+        "enableServer",
+        _bool,
+        lambda value: value is False,
+        "the Kubelet API still serves on its port (port: 0 / --port 0 turns it off)",
+    ),
+)
+_UNENFORCED_BY_KEY = {u.key: u for u in UNENFORCED}
+_UNENFORCED_BY_FLAG = {u.flag.removeprefix("--"): u for u in UNENFORCED}
+
+
 # -- the command line -----------------------------------------------------------------------------------
 
 #: ``--version`` output (Go's ``verflag``): this kubelet's Kubernetes version and, with ``=raw``, the
@@ -1307,6 +1533,10 @@ VERSION_VALUES = ("true", "false", "raw")
 
 def _show_default(setting: Setting) -> str:
     value = setting.default
+    if setting.file_default is not None:
+        shown = str(value).lower() if isinstance(value, bool) else value
+        file_shown = str(setting.file_default).lower() if isinstance(value, bool) else setting.file_default
+        return f" (default {shown}; {file_shown} with --config)"
     if value in ("", {}, (), None) or value is False:
         return ""
     if setting.parse is _eviction:
@@ -1330,6 +1560,9 @@ def _flag_specs() -> dict[str, FlagSpec]:
         for flag in setting.flags:
             name = flag.removeprefix("--")
             specs[name] = FlagSpec(name, setting.boolean, setting.repeatable, setting.shorthand)
+    for unenforced in UNENFORCED:
+        name = unenforced.flag.removeprefix("--")
+        specs[name] = FlagSpec(name, unenforced.boolean, repeatable=unenforced.parse is _strings)
     return specs
 
 
@@ -1353,7 +1586,10 @@ def help_text() -> str:
     lines = [
         "Usage:",
         "  kubelet-trio [flags]",
-        "  kubelet-trio COMMAND [args]        (demo, sim-cri, check-manifests: kubelet-trio COMMAND --help)",
+        "  kubelet-trio COMMAND [args]        (kubelet-trio COMMAND --help for its options)",
+        "",
+        "Commands:",
+        *(line for name, (_, help_) in SUBCOMMANDS.items() for line in _help_entry(name, help_)),
         "",
         "A Kubernetes node agent on Trio. Runs the pods of a manifest directory, a URL and/or the API server",
         "on a CRI runtime (or the simulated one) until SIGTERM/SIGINT; with --runonce it starts them, waits,",
@@ -1381,10 +1617,16 @@ def help_text() -> str:
         names = ", ".join(setting.flags)
         key = f" [{setting.key}]" if setting.key else ""
         lines += _help_entry(f"{short}{names}{metavar}", setting.help + _show_default(setting) + key)
+    lines += ["", f"{G_UNENFORCED}:"]
+    for unenforced in UNENFORCED:
+        lines += _help_entry(
+            f"    {unenforced.flag}", f"NOT enforced: {unenforced.effect} [{unenforced.key}]"
+        )
     lines += [
         "",
         "Durations: 1m0s, 20s, 500ms (flags also take seconds). Upstream kubelet flags this kubelet does not",
-        "implement are refused with a message naming them.",
+        "implement are refused with a message naming them; the security-relevant ones above are accepted,",
+        "as flags and as keys, with a warning for each value that asks for what is not enforced.",
         "",
         "configuration file only:",
     ]
@@ -1416,8 +1658,18 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def read_config_file(path: str, label: str = "--config") -> tuple[dict[str, Any], list[str]]:
-    """``(dest → value, warnings)`` from a KubeletConfiguration file; ``label`` names it in messages."""
+@attrs.frozen
+class ConfigFile:
+    """What a KubeletConfiguration file says: settings (dest -> value), the values of :data:`UNENFORCED`
+    keys (key -> value) and the keys it has that are neither."""
+
+    values: dict[str, Any]
+    unenforced: dict[str, Any]
+    unknown: tuple[str, ...]
+
+
+def read_config_file(path: str, label: str = "--config") -> ConfigFile:
+    """The settings of a KubeletConfiguration file; ``label`` names it in messages."""
     try:
         text = Path(path).read_text()
     except OSError as err:
@@ -1441,12 +1693,19 @@ def read_config_file(path: str, label: str = "--config") -> tuple[dict[str, Any]
         raise OptionsError(f"{label} {path}: invalid value for kind: {kind!r} (expected {CONFIG_KIND})")
     body = {k: v for k, v in data.items() if k not in ("apiVersion", "kind")}
     values: dict[str, Any] = {}
+    unenforced: dict[str, Any] = {}
     unknown: list[str] = []
     base = os.path.dirname(os.path.abspath(path))
     for key, raw in _flatten(body).items():
         setting = _BY_KEY.get(key)
         if setting is None:
-            unknown.append(key)
+            if key in _UNENFORCED_BY_KEY:
+                try:
+                    unenforced[key] = _UNENFORCED_BY_KEY[key].parse(raw, True)
+                except ValueError as err:
+                    raise OptionsError(f"{label} {path}: invalid value for {key}: {raw!r}: {err}") from None
+            else:
+                unknown.append(key)
             continue
         if key in ZERO_MEANS_DEFAULT and raw in (None, "", 0, "0", "0s", {}) and raw is not False:
             continue  # Go's defaulting fills these zero values in (kubeadm writes them)
@@ -1457,11 +1716,7 @@ def read_config_file(path: str, label: str = "--config") -> tuple[dict[str, Any]
         if setting.path and value and not os.path.isabs(value):
             value = os.path.join(base, value)
         values[setting.dest] = value
-    warnings = []
-    if unknown:
-        names = ", ".join(sorted(unknown))
-        warnings.append(f"{label} {path}: ignoring unknown or unsupported configuration keys: {names}")
-    return values, warnings
+    return ConfigFile(values, unenforced, tuple(sorted(unknown)))
 
 
 #: KubeletConfiguration keys whose zero value (``0s``, ``0``, ``""``) Go's defaulting
@@ -1518,9 +1773,36 @@ def _flag_values(setting: Setting, raws: list[str], flag: str) -> Any:
         raise OptionsError(f"invalid value {shown!r} for {flag}: {err}") from None
 
 
-def load_options(argv: Sequence[str]) -> tuple[KubeletOptions, list[str]]:
+def _not_enforced(given: Mapping[str, tuple[Any, str]]) -> list[OptionsWarning]:
+    """One warning per :data:`UNENFORCED` setting whose final value (key -> (value, where it was given))
+    asks for a protection this kubelet does not give."""
+    warnings = []
+    for unenforced in UNENFORCED:
+        if unenforced.key not in given:
+            continue
+        value, source = given[unenforced.key]
+        if unenforced.requests(value):
+            warnings.append(
+                OptionsWarning(
+                    NOT_ENFORCED,
+                    {
+                        "setting": unenforced.key,
+                        "flag": unenforced.flag,
+                        "value": list(value) if isinstance(value, tuple) else value,
+                        "source": source,
+                        "effect": unenforced.effect,
+                    },
+                )
+            )
+    return warnings
+
+
+def load_options(argv: Sequence[str]) -> tuple[KubeletOptions, list[OptionsWarning]]:
     """Parse flags (pflag rules, see :mod:`kubelet_trio.cliflag`), the ``--config`` file and the
-    ``--config-dir`` drop-ins; returns the options and warnings to print.
+    ``--config-dir`` drop-ins; returns the options and warnings to log.
+
+    A ``--config`` file brings Go's v1beta1 defaults for what it leaves out (``Setting.file_default``);
+    drop-ins alone do not, as in Go (they are merged without defaulting).
 
     Raises :class:`OptionsError` for invalid flags or values (an upstream kubelet flag not implemented here
     is named as such); ``--help`` and ``--version`` print to stdout and raise ``SystemExit(0)``.
@@ -1539,17 +1821,26 @@ def load_options(argv: Sequence[str]) -> tuple[KubeletOptions, list[str]]:
             sys.stdout.write(version_text(raw=versions[-1] == "raw"))
             raise SystemExit(0)
     values: dict[str, Any] = {}
-    warnings: list[str] = []
+    warnings: list[OptionsWarning] = []
+    unenforced: dict[str, tuple[Any, str]] = {}  # key -> (value, where it was given)
     config_path = (parsed.values("config") or [""])[-1]
     config_dir = (parsed.values("config-dir") or [""])[-1]
     files = [(config_path, "--config")] if config_path else []
     files += [(path, "--config-dir") for path in _config_dir_files(config_dir)] if config_dir else []
     for path, label in files:
-        file_values, file_warnings = read_config_file(path, label)
-        values |= file_values
-        warnings += file_warnings
+        config_file = read_config_file(path, label)
+        values |= config_file.values
+        unenforced |= {key: (value, f"{label} {path}") for key, value in config_file.unenforced.items()}
+        if config_file.unknown:
+            warnings.append(
+                OptionsWarning(IGNORED_KEYS, {"file": path, "keys": ", ".join(config_file.unknown)})
+            )
     given: dict[str, tuple[list[str], str]] = {}  # dest -> (raw values, the flag as written)
+    unenforced_flags: dict[str, list[str]] = {}
     for name, raw in parsed.items:
+        if name in _UNENFORCED_BY_FLAG:
+            unenforced_flags.setdefault(name, []).append(raw)
+            continue
         setting = _SETTING_OF_FLAG.get(name)
         if setting is None:  # --config, --config-dir, --version
             continue
@@ -1557,8 +1848,22 @@ def load_options(argv: Sequence[str]) -> tuple[KubeletOptions, list[str]]:
         given[setting.dest] = ([*raws, raw] if setting.repeatable else [raw], f"--{name}")
     for dest, (raws, flag) in given.items():
         values[dest] = _flag_values(_BY_DEST[dest], raws, flag)
+    for name, raws in unenforced_flags.items():
+        spec = _UNENFORCED_BY_FLAG[name]
+        flag_value: Any = raws if spec.parse is _strings else raws[-1]
+        try:
+            unenforced[spec.key] = (spec.parse(flag_value, False), spec.flag)
+        except ValueError as err:
+            raise OptionsError(f"invalid value {','.join(raws)!r} for {spec.flag}: {err}") from None
+    warnings += _not_enforced(unenforced)
+    # a --config file is defaulted as v1beta1, where that differs from the flags' legacy defaults
+    file_defaults = {s.dest: s.file_default for s in SETTINGS if s.file_default is not None}
     try:
-        options = KubeletOptions(config=config_path, explicit=frozenset(values), **values)
+        options = KubeletOptions(
+            config=config_path,
+            explicit=frozenset(values),
+            **((file_defaults if config_path else {}) | values),
+        )
     except TypeError as err:  # pragma: no cover - SETTINGS and KubeletOptions disagree
         raise OptionsError(str(err)) from None
     try:  # the soft thresholds and their grace periods go together
@@ -1631,6 +1936,8 @@ def component_configs(options: KubeletOptions) -> ComponentConfigs:
         tls_cert_file=options.tls_cert_file,
         tls_private_key_file=options.tls_private_key_file,
         client_ca_file=options.client_ca_file,
+        tls_min_version=options.tls_min_version,
+        tls_cipher_suites=tuple(options.tls_cipher_suites),
         anonymous_auth=options.anonymous_auth,
         authentication_token_webhook=options.authentication_token_webhook,
         authorization_mode=options.authorization_mode,
@@ -1658,6 +1965,7 @@ def component_configs(options: KubeletOptions) -> ComponentConfigs:
         shutdown_grace_period=options.shutdown_grace_period,
         shutdown_grace_period_critical_pods=options.shutdown_grace_period_critical_pods,
         pod_infra_container_image=options.pod_infra_container_image,
+        max_pods=options.max_pods,
     )
     api_mode = ApiModeOptions(
         register_node=options.register_node,

@@ -55,6 +55,8 @@ from kubelet_trio.runonce_report import ContainerReport, PodReport, RunOnceRepor
 if TYPE_CHECKING:
     import httpx
 
+    from kubelet_trio.credentialprovider import PluginProvider
+
 __all__ = [
     "LOG_TAIL_LINES",
     "OnceSource",
@@ -363,10 +365,12 @@ async def run_once(
     run_sync: RunSync = run_in_thread,
     progress: Callable[[str], None] = lambda line: None,
     on_report: Callable[[RunOnceReport], None] = lambda report: None,
+    credential_providers: Sequence[PluginProvider] = (),
 ) -> RunOnceReport:
     """Run the pods once on ``runtime``; ``errors`` (manifest problems) are carried into the report.
 
     ``on_report`` gets the report as soon as it is ready, before the cleanup (if any) starts.
+    ``credential_providers``: the registered credential provider plugins image pulls may use.
     """
     clock = clock or WallClock()
     all_pods = [pod for pods in pods_by_source.values() for pod in pods]
@@ -379,7 +383,12 @@ async def run_once(
         for name, pods in pods_by_source.items()
     ]
     deps = KubeletDeps(
-        runtime=runtime, pod_config=pod_config, sources=tuple(sources), clock=clock, run_sync=run_sync
+        runtime=runtime,
+        pod_config=pod_config,
+        sources=tuple(sources),
+        clock=clock,
+        run_sync=run_sync,
+        credential_providers=credential_providers,
     )
     for pod in rejected:
         logger.warning(

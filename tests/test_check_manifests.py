@@ -164,3 +164,24 @@ def test_json_output(tmp_path: Path) -> None:
 
 def test_no_abbreviated_options(tmp_path: Path) -> None:
     assert run("--stri", tmp_path).returncode == 2
+
+
+def test_a_reader_that_stops_early_ends_it_quietly(tmp_path: Path) -> None:
+    """``check-manifests --output json | head``: no BrokenPipeError traceback; the status a shell reports
+    for a tool that SIGPIPE stopped (141)."""
+    pod = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p{}}}\nspec: {{containers: [{{name: a, image: b}}]}}"
+    many = tmp_path / "many.yaml"
+    many.write_text("\n---\n".join(pod.format(i) for i in range(1500)))  # far more than a pipe holds
+    with subprocess.Popen(
+        [sys.executable, "-m", "kubelet_trio", "check-manifests", "--output", "json", str(many)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        head = proc.stdout.read(100)
+        proc.stdout.close()  # as head(1) exits
+        stderr = proc.stderr.read()
+        code = proc.wait(60)
+    assert head.startswith(b'{\n  "version": 1,')
+    assert (code, stderr) == (141, b"")

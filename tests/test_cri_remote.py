@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import tempfile
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import trio
 import trio.lowlevel
 from grpclib import GRPCError, Status
+from grpclib.encoding.proto import ProtoCodec
+from grpclib.server import Server
 
+from kubelet_trio.aiobridge import open_asyncio_thread
+from kubelet_trio.boundary import BoundaryErrors
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.cri.gen.runtime.v1 import services
 from kubelet_trio.cri.remote import CriRuntime, open_cri_runtime, socket_path, translate_error
+from kubelet_trio.logs import record_fields
 from kubelet_trio.testing.env import LocalCriEnvironment
 from tests.contract.targets import EXEC_SCRIPTED, FOREVER, Target, eventually_status
 
@@ -166,3 +175,48 @@ async def test_session_survives_containerd_restart(
                 await trio.sleep(0.1)
     assert [c.id for c in listed] == [cid]
     assert listed[0].state is pb.ContainerState.CONTAINER_RUNNING  # containers outlive containerd
+
+
+class _GarbledOnce(ProtoCodec):
+    """A runtime's codec whose first answer is bytes that do not decode (field 1, a string, not UTF-8)."""
+
+    def __init__(self) -> None:
+        self.answers = 0
+
+    def encode(self, message: Any, message_type: Any) -> bytes:
+        self.answers += 1
+        return b"\x0a\x02\xff\xfe" if self.answers == 1 else super().encode(message, message_type)
+
+
+class _VersionOnly(services.RuntimeServiceBase):
+    async def version(self, message: pb.VersionRequest) -> pb.VersionResponse:
+        return pb.VersionResponse(version="0.1.0", runtime_name="garbled", runtime_api_version="v1")
+
+
+async def test_an_answer_that_does_not_decode_fails_that_call_only(caplog: pytest.LogCaptureFixture) -> None:
+    """It used to raise ValueError out of the call, which no caller retries: a runtime's bytes ended the
+    node. Now the call fails as INTERNAL (logged once, counted under ``grpc``) and the session goes on."""
+    with tempfile.TemporaryDirectory(prefix="cri-") as directory:  # unix socket paths are short
+        await _answer_garbage_once(f"{directory}/rt.sock", caplog)
+
+
+async def _answer_garbage_once(sock: str, caplog: pytest.LogCaptureFixture) -> None:
+    counted = BoundaryErrors()
+    with trio.fail_after(30):
+        async with open_asyncio_thread() as bridge:
+            server = await bridge.run_sync(Server, [_VersionOnly()], codec=_GarbledOnce())
+            await bridge.call(server.start, path=sock)
+            try:
+                async with open_cri_runtime(f"unix://{sock}", boundary_errors=counted) as rt:
+                    with pytest.raises(errors.CriCallError) as info:
+                        await rt.version()
+                    assert info.value.code == "INTERNAL"
+                    assert info.value.message.startswith("failed to unmarshal the answer: cannot decode")
+                    assert (await rt.version()).runtime_name == "garbled"
+            finally:
+                await bridge.run_sync(server.close)
+                await bridge.call(server.wait_closed)
+    assert counted.counts == {"grpc": 1}
+    [record] = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert record.getMessage() == "Peer failed; closing it"
+    assert record_fields(record) == {"boundary": "grpc", "op": "Version", "endpoint": f"unix://{sock}"}

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubelet_trio.cri.gen.runtime import v1 as pb
-from kubelet_trio.cri.wire import CriCodec, decode
+from kubelet_trio.cri.wire import CriCodec, MalformedAnswer, decode
 
 # some CRI fields are deprecated: setting them at random warns
 pytestmark = pytest.mark.filterwarnings("ignore:.* is deprecated:DeprecationWarning")
@@ -147,3 +147,11 @@ def test_the_codec_decodes_with_it() -> None:
     codec = CriCodec()
     data = codec.encode(message, pb.ContainerStatusResponse)
     assert codec.decode(data, pb.ContainerStatusResponse) == message
+
+
+@pytest.mark.parametrize("data", [b"\x0a\x02\xff\xfe", b"\xff" * 11, b"\x0b", b"\x12\x05ab", b"\x10\x01"])
+def test_an_answer_that_does_not_decode_is_a_malformed_answer(data: bytes) -> None:
+    """Not UTF-8, a varint too long, a wire type that does not exist, a truncation, a string sent as a
+    number: all one error type, which the CRI client turns into a failed call."""
+    with pytest.raises(MalformedAnswer, match="cannot decode VersionResponse"):
+        CriCodec().decode(data, pb.VersionResponse)

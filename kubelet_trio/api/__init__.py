@@ -52,6 +52,7 @@ from kubelet_trio.api.manifest import (
 from kubelet_trio.api.meta import ObjectMeta, OwnerReference
 from kubelet_trio.api.pod import (
     HostAlias,
+    LocalObjectReference,
     Pod,
     PodDNSConfig,
     PodDNSConfigOption,
@@ -131,6 +132,7 @@ __all__ = [
     "KeyToPath",
     "Lifecycle",
     "LifecycleHandler",
+    "LocalObjectReference",
     "ManifestError",
     "ManifestResult",
     "MapKey",

@@ -27,6 +27,7 @@ import attrs
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from kubelet_trio.api import gojson
 from kubelet_trio.api.defaults import default_pod
 from kubelet_trio.api.errors import DecodeError, FieldPath, ManifestError
 from kubelet_trio.api.pod import Pod, PodList
@@ -54,6 +55,7 @@ MAX_VALUES_PER_DOCUMENT = 1_000_000
 MAX_DEPTH = 100
 MAX_LINE_MAP_ENTRIES = 200_000
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 #: The message of an unknown-field finding (the API server's strict decoding says ``unknown field "PATH"``).
 UNKNOWN_FIELD = "unknown field"
 #: A line that starts a YAML document (``---`` followed by a blank, a comment, content or the end).
@@ -179,7 +181,11 @@ def _normalise(value: Any, path: FieldPath, budget: list[int], stack: set[int]) 
     budget[0] -= 1
     if budget[0] < 0:
         raise DecodeError(path, f"document expands to more than {MAX_VALUES_PER_DOCUMENT} values")
-    if value is None or isinstance(value, str | bool | int):
+    if isinstance(value, str):
+        if _SURROGATE.search(value):  # from a "\ud800" escape: Go's YAML scanner refuses every one
+            raise DecodeError(path, "found invalid Unicode character escape code")
+        return value
+    if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
@@ -198,6 +204,8 @@ def _normalise(value: Any, path: FieldPath, budget: list[int], stack: set[int]) 
             for key, item in value.items():
                 try:
                     name = _json_key(key)
+                    if _SURROGATE.search(name):
+                        raise ValueError("found invalid Unicode character escape code")
                 except ValueError as err:
                     raise DecodeError(path, str(err)) from None
                 out[name] = _normalise(item, (*path, name), budget, stack)
@@ -294,12 +302,8 @@ def _first_content_line(part: str) -> int:
     return 1
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def _json_document(text: str, file: str) -> Document:
-    data = json.loads(text, parse_constant=_reject_constant)
+    data = gojson.loads(text)
     leading = text[: len(text) - len(text.lstrip())]
     first_line = leading.count("\n") + 1 if text.strip() else 1
 

@@ -20,6 +20,7 @@ __all__ = [
     "SUCCEEDED",
     "TERMINAL_PHASES",
     "HostAlias",
+    "LocalObjectReference",
     "Pod",
     "PodDNSConfig",
     "PodDNSConfigOption",
@@ -36,6 +37,13 @@ __all__ = [
 class HostAlias(Model):
     ip: str | None = field()
     hostnames: tuple[str, ...] | None = field()
+
+
+@model
+class LocalObjectReference(Model):
+    """A reference to an object of the pod's namespace by name (``imagePullSecrets`` items)."""
+
+    name: str | None = field()
 
 
 @model
@@ -117,6 +125,7 @@ class PodSpec(Model):
     readiness_gates: tuple[PodReadinessGate, ...] | None = field()
     affinity: Any = field()
     runtime_class_name: str | None = field()
+    image_pull_secrets: tuple[LocalObjectReference, ...] | None = field()
 
     def all_containers(self) -> tuple[Container, ...]:
         """Init, regular and ephemeral containers (Go's ``AllContainers`` visit order)."""

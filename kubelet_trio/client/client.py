@@ -30,6 +30,7 @@ from urllib.parse import urlencode
 import attrs
 import trio
 
+from kubelet_trio.api import gojson
 from kubelet_trio.client.errors import ApiClientError, ApiUnavailable, error_from_response
 from kubelet_trio.client.kubeconfig import KubeConfig, make_ssl_context
 from kubelet_trio.client.metrics import ERROR_CODE, RequestMetrics
@@ -39,6 +40,8 @@ from kubelet_trio.logs import kv
 
 if TYPE_CHECKING:  # httpx is imported where requests are made: a node without an API server never loads it
     import httpx
+
+    from kubelet_trio.boundary import BoundaryErrors
 
 __all__ = [
     "JSON",
@@ -156,6 +159,8 @@ class ApiClient:
     tls_server_name: str | None = None
     _token: _Token = attrs.Factory(_Token)
     metrics: RequestMetrics | None = None  # set by the node that owns the client
+    #: Where reflectors over this client count the watch input they contain (set by the owning node).
+    boundary_errors: BoundaryErrors | None = None
 
     @property
     def host(self) -> str:
@@ -384,8 +389,8 @@ def _decode(response: httpx.Response, method: str, path: str) -> Any:
     if not response.content:
         return None
     try:
-        return response.json()
-    except ValueError as err:
+        return gojson.loads(response.content)
+    except (ValueError, RecursionError) as err:
         raise ApiClientError(f"{method} {path}: the answer is not JSON: {err}") from None
 
 

@@ -7,6 +7,11 @@ The same rules as the pod reflector (:mod:`kubelet_trio.config.apiserver`): book
 relists; other failures back off (0.8 s doubling to 30 s, jittered). :attr:`ObjectReflector.value` is
 the object as last seen (None: it does not exist); :attr:`ObjectReflector.synced` is set after the first
 complete list, and the last value is kept (stale beats nothing) while the API server is unreachable.
+
+What the server sends is outside input: a list or watch that fails any other way (a line that is not an
+event, an answer of an unexpected shape, a corner of the consumer only that object reaches) is contained
+at the ``apiwatch`` boundary by :func:`list_and_watch` (logged once, counted), and the loop relists after
+a backoff of its own (0.8 s doubling to 30 s, reset once a watch ran until the server ended its history).
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ from typing import Any, NoReturn
 import attrs
 import trio
 
+from kubelet_trio.boundary import BoundaryErrors, contain
 from kubelet_trio.client.backoff import DoublingBackoff
 from kubelet_trio.client.client import ApiClient
 from kubelet_trio.client.errors import ApiClientError, Gone, StatusError
-from kubelet_trio.client.watch import WatchEvent
+from kubelet_trio.client.watch import UndecodableEvent, WatchEvent
 from kubelet_trio.logs import kv
 
 __all__ = [
@@ -71,7 +77,11 @@ async def list_all(
 
 
 def raise_watch_error(event: WatchEvent) -> None:
-    """An ERROR event: :class:`Gone` for 410 (relist), :class:`WatchFailed` otherwise (re-watch)."""
+    """An ERROR event: :class:`Gone` for 410 (relist), :class:`UndecodableEvent` for a line that was not
+    an event (contained by :func:`list_and_watch`, which relists), :class:`WatchFailed` otherwise
+    (re-watch)."""
+    if event.undecodable:
+        raise UndecodableEvent(str(event.object.get("message", "")))
     error = event.error()
     if isinstance(error, Gone):
         raise error
@@ -89,24 +99,38 @@ async def list_and_watch(
     rng: random.Random,
     min_watch_timeout: float = MIN_WATCH_TIMEOUT,
     on_error: Callable[[Exception], None] | None = None,
+    boundary_errors: BoundaryErrors | None = None,
 ) -> NoReturn:
     """The reflector loop: ``relist()`` (retried with backoff), then watch ``path`` with
     ``watch_params()`` (the selector and the resourceVersion to go on from), feeding each stream to
-    ``consume``, until the server says Gone; then relist. ``on_error`` hears of every failure."""
+    ``consume``, until the server says Gone; then relist. ``on_error`` hears of every failure; those of
+    no expected kind are contained (see the module docstring) and counted in ``boundary_errors`` (by default
+    the client's)."""
+    if boundary_errors is None:
+        boundary_errors = client.boundary_errors
     backoff = DoublingBackoff(BACKOFF_INITIAL, BACKOFF_MAX, rng)
+    broken = DoublingBackoff(BACKOFF_INITIAL, BACKOFF_MAX, rng)
     while True:
-        try:
-            await relist()
-        except ApiClientError as err:
-            if on_error is not None:
-                on_error(err)
-            delay = backoff.next()
-            logger.warning("listing failed, retrying", extra=kv(what=what, delay=round(delay, 1), error=err))
-            await trio.sleep(delay)
-            continue
-        backoff.reset()
-        await _watch_until_gone(client, path, what, watch_params, consume, rng, min_watch_timeout, on_error)
-        logger.info("watch expired (410 Gone), relisting", extra=kv(what=what))
+        with contain("apiwatch", boundary_errors, on_error=on_error, what=what) as cycle:
+            try:
+                await relist()
+            except ApiClientError as err:
+                if on_error is not None:
+                    on_error(err)
+                delay = backoff.next()
+                logger.warning(
+                    "listing failed, retrying", extra=kv(what=what, delay=round(delay, 1), error=err)
+                )
+                await trio.sleep(delay)
+                continue
+            backoff.reset()
+            await _watch_until_gone(
+                client, path, what, watch_params, consume, rng, min_watch_timeout, on_error
+            )
+            broken.reset()
+            logger.info("watch expired (410 Gone), relisting", extra=kv(what=what))
+        if cycle.error is not None:
+            await trio.sleep(broken.next())
 
 
 async def _watch_until_gone(
@@ -160,6 +184,8 @@ class ObjectReflector:
     last_error: str | None = None  # the last list/watch failure, until a list succeeds
     resource_version: str = ""
     lists: int = 0
+    #: Where contained list/watch failures are counted (None: only logged).
+    boundary_errors: BoundaryErrors | None = None
 
     @property
     def what(self) -> str:
@@ -181,6 +207,7 @@ class ObjectReflector:
             rng=self.rng,
             min_watch_timeout=self.min_watch_timeout,
             on_error=self._failed,
+            boundary_errors=self.boundary_errors,
         )
 
     def _failed(self, err: Exception) -> None:

@@ -6,13 +6,14 @@ generators, so that cancelling it finishes them; parked on a full channel it wou
 half-way (Trio then warns when they are collected). A watch's volume is bounded by the server (one
 node's pods) and by its ``timeoutSeconds``. A broken stream or an undecodable line ends the stream with a
 synthetic ``ERROR`` event (code 503), so consumers handle "the server said so" and "the connection died"
-on one path.
+on one path. A line that is not an event (not JSON, not an object with a ``type`` and an object as its
+``object``) is also marked :attr:`WatchEvent.undecodable`: the reflector relists rather than re-watch from
+where the server would send it again (client-go's reflector does the same after a decode error).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 from typing import TYPE_CHECKING, Any
@@ -20,12 +21,22 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from kubelet_trio.api import gojson
 from kubelet_trio.client.errors import StatusError, status_error
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["ADDED", "BOOKMARK", "DELETED", "ERROR", "MODIFIED", "WATCH_BUFFER", "WatchEvent"]
+__all__ = [
+    "ADDED",
+    "BOOKMARK",
+    "DELETED",
+    "ERROR",
+    "MODIFIED",
+    "WATCH_BUFFER",
+    "UndecodableEvent",
+    "WatchEvent",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -38,10 +49,16 @@ ERROR = "ERROR"
 WATCH_BUFFER = math.inf
 
 
+class UndecodableEvent(Exception):
+    """The watch stream carried something that is not an event."""
+
+
 @attrs.frozen
 class WatchEvent:
     type: str
     object: dict[str, Any]
+    #: A synthetic ERROR event for a line that is not an event (see the module docstring).
+    undecodable: bool = False
 
     @property
     def resource_version(self) -> str | None:
@@ -54,7 +71,7 @@ class WatchEvent:
         return status_error(int(code) if isinstance(code, int) else 500, self.object)
 
     @classmethod
-    def stream_error(cls, message: str) -> WatchEvent:
+    def stream_error(cls, message: str, *, undecodable: bool = False) -> WatchEvent:
         return cls(
             ERROR,
             {
@@ -65,6 +82,7 @@ class WatchEvent:
                 "reason": "ServiceUnavailable",
                 "message": message,
             },
+            undecodable,
         )
 
 
@@ -79,10 +97,14 @@ async def pump_watch_events(response: httpx.Response, send: trio.MemorySendChann
                 if failed or not line.strip():
                     continue  # after a bad line, drain: the consumer stops this watch
                 try:
-                    data = json.loads(line)
-                    event = WatchEvent(str(data["type"]), data.get("object") or {})
-                except (ValueError, KeyError, TypeError) as err:
-                    send.send_nowait(WatchEvent.stream_error(f"undecodable watch event: {err}"))
+                    data = gojson.loads(line)
+                    obj = data.get("object") or {}
+                    if not isinstance(obj, dict):
+                        raise TypeError(f"object is a {type(obj).__name__}")
+                    event = WatchEvent(str(data["type"]), obj)
+                except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
+                    message = f"undecodable watch event: {type(err).__name__}: {err}"
+                    send.send_nowait(WatchEvent.stream_error(message, undecodable=True))
                     failed = True
                     continue
                 send.send_nowait(event)

@@ -30,7 +30,9 @@ server's field path, ``""`` for a problem of the whole document (such as a synta
 ``namespace/name`` of the document's valid pods. A file's ``ok`` is false when it or any of its
 documents has an error; the top-level ``ok`` is false when any file's is.
 
-Exit status: 0 all valid (warnings allowed), 1 some invalid, 2 usage error.
+Exit status: 0 all valid (warnings allowed), 1 some invalid, 2 usage error. A reader that stops early
+(``| head``) ends the output quietly, as it ends a Unix tool: no traceback, status 141 (128 + SIGPIPE, what
+a shell reports for a tool that SIGPIPE stopped).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -47,9 +50,10 @@ import attrs
 from kubelet_trio.api.errors import ManifestError
 from kubelet_trio.api.manifest import DocumentResult, ManifestResult, read_manifest_file
 
-__all__ = ["JSON_SCHEMA_VERSION", "main"]
+__all__ = ["BROKEN_PIPE_STATUS", "JSON_SCHEMA_VERSION", "main"]
 
 JSON_SCHEMA_VERSION = 1
+BROKEN_PIPE_STATUS = 128 + signal.SIGPIPE
 
 
 @attrs.frozen
@@ -192,8 +196,21 @@ def main(argv: list[str]) -> int:
     except SystemExit as exit_:
         return int(exit_.code or 0)
     reports, empty = check_paths(args.paths, strict=args.strict)
-    if args.output == "json":
-        json.dump(_json(reports, args.strict), sys.stdout, indent=2)
+    try:
+        _write(reports, empty, args.output, args.strict)
+    except BrokenPipeError:
+        # the reader is gone: point stdout at /dev/null so that the interpreter's own flush at exit
+        # does not fail on the same pipe, and stop like a tool that SIGPIPE ended
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return BROKEN_PIPE_STATUS
+    return 0 if all(r.ok for r in reports) else 1
+
+
+def _write(reports: list[FileReport], empty: list[str], output: str, strict: bool) -> None:
+    if output == "json":
+        json.dump(_json(reports, strict), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         for line in _text(reports):
@@ -201,4 +218,3 @@ def main(argv: list[str]) -> int:
         for path in empty:
             print(f"{path}: no manifest files")
     sys.stdout.flush()
-    return 0 if all(r.ok for r in reports) else 1

@@ -10,7 +10,13 @@ a manifest directory and/or URL; the runtime is any CRI runtime at ``--container
 - ``--runonce``: see :mod:`kubelet_trio.runonce`. Progress on stderr, the report on stdout; exit status
   0 when every pod reached its target, 1 otherwise. No HTTP servers.
 
-Exit status 2: invalid flags, configuration or values, or no pod source.
+Exit status 2: invalid flags, configuration or values, or no pod source; and a Kubelet API whose
+webhooks (authentication or authorization; a ``--config`` file turns both on by default, as in Go) have no
+API server to ask, i.e. no ``--kubeconfig``: refused with Go's error.
+
+Exit status 1 as well when ``--image-credential-provider-config``/``--image-credential-provider-bin-dir``
+is given and the plugins cannot be registered (the file does not read or validate, a binary is missing):
+Go's "Failed to register CRI auth plugins", before anything starts.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from kubelet_trio.options import KubeletOptions, OptionsError, component_configs
 if TYPE_CHECKING:
     from kubelet_trio.api import ManifestError, Pod
     from kubelet_trio.client import ApiClient
+    from kubelet_trio.credentialprovider import PluginProvider
     from kubelet_trio.cri.runtime import Runtime
     from kubelet_trio.runonce_report import RunOnceReport
 
@@ -54,6 +61,36 @@ RUNTIME_CHECK_TIMEOUT = 10.0
 
 class UsageError(Exception):
     """Reported on stderr; exit status 2."""
+
+
+class CredentialProvidersError(Exception):
+    """The credential provider plugins cannot be registered; reported on stderr, exit status 1."""
+
+
+def register_credential_providers(options: KubeletOptions) -> tuple[PluginProvider, ...]:
+    """The plugins of ``--image-credential-provider-config`` in ``--image-credential-provider-bin-dir``
+    (none unless one of them is given; Go registers them when either is). Raises
+    :class:`CredentialProvidersError` naming the file. Blocking (reads files), at startup."""
+    config, bin_dir = options.image_credential_provider_config, options.image_credential_provider_bin_dir
+    if not config and not bin_dir:
+        return ()
+    from kubelet_trio.credentialprovider import (
+        CredentialProviderConfigError,
+        register_credential_provider_plugins,
+    )
+
+    try:
+        providers = register_credential_provider_plugins(config, bin_dir)
+    except CredentialProviderConfigError as err:
+        raise CredentialProvidersError(
+            f"Failed to register CRI auth plugins (--image-credential-provider-config {config!r},"
+            f" --image-credential-provider-bin-dir {bin_dir!r}): {err}"
+        ) from None
+    logger.info(
+        "registered credential provider plugins",
+        extra=kv(config=config, bin_dir=bin_dir, plugins=[p.name for p in providers]),
+    )
+    return providers
 
 
 def kubelet_config(options: KubeletOptions) -> KubeletConfig:
@@ -207,7 +244,7 @@ def check_swap(options: KubeletOptions, swaps: str = SWAPS) -> None:
         )
 
 
-async def serve(options: KubeletOptions) -> int:
+async def serve(options: KubeletOptions, credential_providers: tuple[PluginProvider, ...] = ()) -> int:
     check_swap(options)
     pod_config, sources = build_sources(options)
     config = await node_config(options)
@@ -233,6 +270,7 @@ async def serve(options: KubeletOptions) -> int:
                 api_client=client,  # API server mode (issue 7) when --kubeconfig is given
                 api_options=component_configs(options).api_mode,
                 configz=configz_body(options),  # /configz on the Kubelet API port
+                credential_providers=credential_providers,
             )
             async with open_kubelet(config, deps):
                 async for signum in signals:
@@ -267,7 +305,9 @@ async def read_static_sources(
     return pods, tuple(errors)
 
 
-async def run_once_main(options: KubeletOptions) -> int:
+async def run_once_main(
+    options: KubeletOptions, credential_providers: tuple[PluginProvider, ...] = ()
+) -> int:
     from kubelet_trio.runonce import run_once
 
     pods, errors = await read_static_sources(options)
@@ -289,7 +329,14 @@ async def run_once_main(options: KubeletOptions) -> int:
     async with open_runtime(options) as runtime:
         await check_runtime(runtime, options)
         report = await run_once(
-            runtime, config, pods, settings, errors=errors, progress=progress, on_report=show
+            runtime,
+            config,
+            pods,
+            settings,
+            errors=errors,
+            progress=progress,
+            on_report=show,
+            credential_providers=credential_providers,
         )
     return 0 if report.ok else 1
 
@@ -306,6 +353,28 @@ def _validate(options: KubeletOptions) -> None:
         )
     if options.runonce and options.pod_manifest_path and not os.path.exists(options.pod_manifest_path):
         raise UsageError(f"--pod-manifest-path {options.pod_manifest_path} does not exist")
+    _validate_webhooks(options)
+
+
+WEBHOOK_HINT = (
+    "the Kubelet API's webhooks ask the API server of --kubeconfig; without one, set"
+    " authentication.webhook.enabled: false (--authentication-token-webhook=false) and authorization.mode:"
+    " AlwaysAllow (--authorization-mode AlwaysAllow), which a --config file turns on by default, or turn the"
+    " Kubelet API off with port: 0 (--port 0)"
+)
+
+
+def _validate_webhooks(options: KubeletOptions) -> None:
+    """Go's ``BuildAuth`` refuses webhooks without an API client; so does this kubelet, before it starts
+    anything (run-once and a node without the Kubelet API serve nothing that needs them)."""
+    if options.kubeconfig or options.runonce or not options.port:
+        return
+    if not options.authentication_token_webhook and options.authorization_mode != "Webhook":
+        return
+    from kubelet_trio.server.auth import webhook_client_error
+
+    error = webhook_client_error(options.authentication_token_webhook, options.authorization_mode)
+    raise UsageError(f"failed to run Kubelet: {error} ({WEBHOOK_HINT})")
 
 
 def main(argv: list[str]) -> int:
@@ -318,11 +387,16 @@ def main(argv: list[str]) -> int:
     quiet = options.runonce and "verbosity" not in options.explicit
     configure_logging(options.verbosity, options.logging_format, level=logging.WARNING if quiet else None)
     for warning in warnings:
-        logger.warning(warning)
+        logger.warning(warning.message, extra=kv(**warning.fields))
     if options.pod_manifest_path and not os.path.exists(options.pod_manifest_path):
         logger.warning("pod manifest path does not exist (yet)", extra=kv(path=options.pod_manifest_path))
     try:
-        return trio.run(run_once_main if options.runonce else serve, options)
+        credential_providers = register_credential_providers(options)
+    except CredentialProvidersError as err:
+        print(f"kubelet-trio: {err}", file=sys.stderr)
+        return 1
+    try:
+        return trio.run(run_once_main if options.runonce else serve, options, credential_providers)
     except KeyboardInterrupt:
         print("kubelet-trio: interrupted", file=sys.stderr)
         return 130

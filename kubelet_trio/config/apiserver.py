@@ -11,6 +11,10 @@ doubling to 30 s, jittered) and re-watch from the same resourceVersion, so nothi
 Like every source it sends full sets (:class:`SourceSet` ``"api"``) after each batch of changes. Mirror
 pods (annotation ``kubernetes.io/config.mirror``) are not pods to run: they are kept apart in
 :attr:`ApiserverSource.mirror_pods` for the mirror-pod manager and the status publisher.
+
+The server's objects are outside input: a pod our model cannot read is that pod's problem (logged, counted
+at the ``apiwatch`` boundary, skipped; the other pods go on), and a list or watch that fails any other way
+is contained by the reflector loop, which relists (:mod:`kubelet_trio.client.reflector`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import trio
 import trio_util
 
 from kubelet_trio.api import DecodeError, Pod
+from kubelet_trio.boundary import BoundaryErrors, contain
 from kubelet_trio.client import ApiClient, WatchEvent
 from kubelet_trio.client.reflector import (
     LIST_PAGE_SIZE,
@@ -42,16 +47,18 @@ logger = logging.getLogger(__name__)
 PODS_PATH = "/api/v1/pods"
 
 
-def _key(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
+def _key(obj: Any) -> str:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict):
+        return "/"
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def _without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+def _without_managed_fields(obj: Any) -> Any:
     """The pod without ``metadata.managedFields`` (client-go's ``TransformStripManagedFields``): the
     server's field-ownership records, which no part of a kubelet reads, are most of a pod's metadata and
     took half the time of decoding each watched pod, and their memory for as long as it is kept."""
-    meta = obj.get("metadata")
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
     if not isinstance(meta, dict) or "managedFields" not in meta:
         return obj
     return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
@@ -73,6 +80,8 @@ class ApiserverSource:
     mirror_pods: trio_util.AsyncValue[dict[str, Pod]] = attrs.Factory(lambda: trio_util.AsyncValue({}))
     resource_version: str = ""
     lists: int = 0  # completed lists (relists after the first), for observability and tests
+    #: Where pods that do not decode and contained list/watch failures are counted (None: only logged).
+    boundary_errors: BoundaryErrors | None = None
     _store: dict[str, Pod] = attrs.Factory(dict)
 
     @property
@@ -98,6 +107,7 @@ class ApiserverSource:
                 consume=self._consume,
                 rng=self.rng,
                 min_watch_timeout=self.min_watch_timeout,
+                boundary_errors=self.boundary_errors,
             )
 
     async def _list(self) -> None:
@@ -119,12 +129,19 @@ class ApiserverSource:
         await self._publish()
         self.synced.value = True
 
-    def _decode(self, obj: dict[str, Any]) -> Pod | None:
+    def _decode(self, obj: Any) -> Pod | None:
+        """The pod, or None for an object the model cannot read (that pod's alone: logged once, counted)."""
+        pod = kref(*_key(obj).split("/", 1))
         try:
             return Pod.from_dict(_without_managed_fields(obj))
         except DecodeError as err:
-            logger.error("ignoring undecodable pod", extra=kv(pod=kref(*_key(obj).split("/", 1)), error=err))
-            return None
+            logger.error("ignoring undecodable pod", extra=kv(pod=pod, error=err))
+            if self.boundary_errors is not None:
+                self.boundary_errors.record("apiwatch")
+        except Exception:  # a corner of the model only this object reaches
+            with contain("apiwatch", self.boundary_errors, pod=pod):
+                raise
+        return None
 
     async def _publish(self) -> None:
         mirrors = {p.full_name: p for p in self._store.values() if p.is_mirror}

@@ -11,7 +11,10 @@ A missing path yields an empty set (so the source still becomes ready). A file o
 large. A manifest with errors is logged with file, line and field path and skipped; **unlike upstream,
 a file that was good and becomes broken keeps its last good pods** (upstream drops them because the
 file no longer yields a pod): a half-written or mistyped edit must not kill a running static pod, and
-nothing else is disturbed.
+nothing else is disturbed. A file whose reading fails in a way no manifest error describes (a corner of
+the parser only its bytes reach) is treated the same way, contained at the ``manifest`` boundary (logged
+once with its path, counted); so is a scan that fails as a whole (the last set then stands), and a path
+that cannot be listed keeps the last set too.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import trio_util
 
 from kubelet_trio.api import ManifestError, Pod, parse_manifest
 from kubelet_trio.api.manifest import read_manifest_bytes
+from kubelet_trio.boundary import BoundaryErrors, contain
 from kubelet_trio.config.inotify import Inotify, InotifyEvent
 from kubelet_trio.config.static import make_static_pod
 from kubelet_trio.config.types import FILE_SOURCE, SourceSet
@@ -56,11 +60,13 @@ class FileState:
 
 @attrs.frozen
 class FileScan:
-    """The result of one scan: pods in file order, per-file state, and this scan's new errors."""
+    """The result of one scan: pods in file order, per-file state, and this scan's new errors; and the
+    files whose reading failed unexpectedly (already logged, for the caller to count)."""
 
     pods: tuple[Pod, ...]
     files: dict[str, FileState]
     errors: tuple[ManifestError, ...]
+    contained: tuple[str, ...] = ()
 
 
 def _list_files(path: str) -> list[str] | None:
@@ -105,12 +111,17 @@ def scan_manifest_path(path: str, node_name: str, previous: dict[str, FileState]
     that now fails keeps the pods it had.
     """
     previous = previous or {}
-    names = _list_files(path)
+    try:
+        names = _list_files(path)
+    except OSError as err:
+        logger.error("cannot list pod manifest path, keeping the last set", extra=kv(path=path, error=err))
+        return FileScan(tuple(pod for state in previous.values() for pod in state.pods), previous, ())
     if names is None:
         logger.info("pod manifest path does not exist, ignoring", extra=kv(path=path))
         return FileScan((), {}, ())
     files: dict[str, FileState] = {}
     new_errors: list[ManifestError] = []
+    contained: list[str] = []
     for name in names:
         content = _read(name)
         before = previous.get(name)
@@ -133,7 +144,14 @@ def scan_manifest_path(path: str, node_name: str, previous: dict[str, FileState]
             prepare = functools.partial(
                 make_static_pod, node_name=node_name, source=FILE_SOURCE, origin=f"file:{name}"
             )
-            result = parse_manifest(content, file=name, prepare=prepare)
+            # On a worker thread: logged here, counted by the caller (the counts belong to Trio's thread).
+            with contain("manifest", None, path=name) as parsing:
+                result = parse_manifest(content, file=name, prepare=prepare)
+            if parsing.error is not None:
+                contained.append(name)
+                error = ManifestError(name, 1, (), f"cannot read: {type(parsing.error).__name__}")
+                files[name] = FileState(content, before.pods if before is not None else (), (error,))
+                continue
             for warning in result.warnings:  # Go ignores unknown fields silently; the pod still runs
                 logger.warning(
                     "unknown field in pod manifest, ignored",
@@ -151,7 +169,7 @@ def scan_manifest_path(path: str, node_name: str, previous: dict[str, FileState]
         else:
             files[name] = FileState(content_key, result_pods, ())
     pods = tuple(pod for state in files.values() for pod in state.pods)
-    return FileScan(pods, files, tuple(new_errors))
+    return FileScan(pods, files, tuple(new_errors), tuple(contained))
 
 
 @attrs.define(eq=False)
@@ -166,6 +184,8 @@ class FileSource:
     #: Runs the blocking scan; a worker thread by default. Tests under a MockClock pass an inline runner
     #: so that virtual time cannot jump while a scan is in progress.
     run_sync: Callable[..., Awaitable[Any]] = trio.to_thread.run_sync
+    #: Where contained failures are counted (None: only logged).
+    boundary_errors: BoundaryErrors | None = None
     _files: dict[str, FileState] = attrs.field(factory=dict, init=False)
     _last_sent: tuple[Pod, ...] | None = attrs.field(default=None, init=False)
     _inotify: Inotify | None = attrs.field(default=None, init=False)
@@ -196,11 +216,17 @@ class FileSource:
                     self._inotify.close()
 
     async def _rescan(self) -> None:
-        scan = await self.run_sync(scan_manifest_path, self.path, self.node_name, self._files)
-        for error in scan.errors:
-            logger.error("invalid pod manifest", extra=kv(source="file", error=error))
-        self._files = scan.files
-        self._sync_watches()
+        with contain("manifest", self.boundary_errors, path=self.path) as scanning:
+            scan = await self.run_sync(scan_manifest_path, self.path, self.node_name, self._files)
+            for error in scan.errors:
+                logger.error("invalid pod manifest", extra=kv(source="file", error=error))
+            if self.boundary_errors is not None:
+                for _ in scan.contained:
+                    self.boundary_errors.record("manifest")
+            self._files = scan.files
+            self._sync_watches()
+        if scanning.error is not None:
+            return  # the last set stands; the next tick or change scans again
         if scan.pods != self._last_sent:
             self._last_sent = scan.pods
             await self.updates.send(SourceSet(FILE_SOURCE, scan.pods))

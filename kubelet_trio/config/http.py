@@ -5,7 +5,9 @@ sent). The body may be a Pod, a PodList or a List of pods, in YAML or JSON. A bo
 previous one is a no-op. An unreachable URL, a non-200 status, a body over 10 MiB (upstream
 ``maxConfigLength``; read in chunks and dropped as soon as it is over, or refused by its Content-Length
 before any of it is read) or a body with any error keeps the last good set and logs why; an empty body
-means "no pods" (an empty set, as upstream).
+means "no pods" (an empty set, as upstream). A poll that fails in a way none of these describes (a corner
+of the parser only that body reaches) also keeps the last good set: it is contained at the ``manifest``
+boundary (logged once with the URL, counted), and that body is not parsed again until it changes.
 
 The httpx transport is injectable (``transport=httpx.MockTransport(...)`` in tests). httpx is imported
 when the source runs: a node without ``--manifest-url`` never loads it.
@@ -24,6 +26,7 @@ import trio_util
 
 from kubelet_trio.api import ManifestError, Pod, parse_manifest
 from kubelet_trio.api.manifest import MAX_MANIFEST_BYTES, manifest_too_large
+from kubelet_trio.boundary import BoundaryErrors, contain
 from kubelet_trio.config.static import make_static_pod
 from kubelet_trio.config.types import HTTP_SOURCE, SourceSet
 from kubelet_trio.logs import kv
@@ -110,6 +113,8 @@ class HttpSource:
     headers: Mapping[str, Sequence[str]] = attrs.field(factory=dict)
     check_period: float = HTTP_CHECK_FREQUENCY
     transport: httpx.AsyncBaseTransport | None = None
+    #: Where contained failures are counted (None: only logged).
+    boundary_errors: BoundaryErrors | None = None
     _last_body: bytes | None = attrs.field(default=None, init=False)
     _failures: int = attrs.field(default=0, init=False)
     _last_reason: str | None = attrs.field(default=None, init=False)
@@ -142,6 +147,13 @@ class HttpSource:
         )
 
     async def _poll(self, client: httpx.AsyncClient) -> None:
+        with contain("manifest", self.boundary_errors, url=self.url) as polling:
+            pods = await self._read(client)
+        if polling.error is None and pods is not None:
+            await self.updates.send(SourceSet(HTTP_SOURCE, pods))
+
+    async def _read(self, client: httpx.AsyncClient) -> tuple[Pod, ...] | None:
+        """The pods to send, or None: nothing new (failures are logged and keep the last good set)."""
         import httpx
 
         header_pairs = [(key, value) for key, values in self.headers.items() for value in values]
@@ -150,23 +162,22 @@ class HttpSource:
                 body = await fetch_manifest_body(client, self.url, header_pairs)
         except trio.TooSlowError:
             self._fail(f"no response within {HTTP_TIMEOUT:g}s")
-            return
+            return None
         except httpx.HTTPError as err:
             self._fail(f"{type(err).__name__}: {err}")
-            return
+            return None
         except ManifestFetchError as err:
             self._fail(str(err))
-            return
+            return None
         except ManifestError as err:
             self._fail(err.message)
-            return
+            return None
         if body == self._last_body:
-            return
+            return None
         self._last_body = body
         if not body:
             self._fail("zero-length data received")
-            await self.updates.send(SourceSet(HTTP_SOURCE, ()))
-            return
+            return ()
 
         def prepare(pod: Pod) -> Pod:
             return make_static_pod(
@@ -183,6 +194,6 @@ class HttpSource:
             for error in result.errors:
                 logger.error("invalid pod manifest", extra=kv(source="http", error=error))
             self._fail(f"{len(result.errors)} error(s) in the body")
-            return
+            return None
         self._failures, self._last_reason = 0, None
-        await self.updates.send(SourceSet(HTTP_SOURCE, result.pods))
+        return result.pods

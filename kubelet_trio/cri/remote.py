@@ -8,6 +8,12 @@ a session outlive a runtime restart: calls fail with ``UnavailableError`` while 
 
 Deadlines: grpclib measures deadlines on the wall clock, so the authoritative timeout is the Trio scope
 around each call; the same remaining time is also passed to grpclib so the runtime sees it.
+
+Failures: gRPC statuses and transport errors become the typed :mod:`~kubelet_trio.cri.errors`. Anything
+else a call raises was made of the runtime's bytes (an answer that does not decode, framing grpclib cannot
+follow): it is that call's alone, contained at the ``grpc`` boundary (logged once, counted) and raised as
+a :class:`~kubelet_trio.cri.errors.CriCallError` with code ``INTERNAL``, as grpc-go fails a call whose
+answer does not unmarshal, so callers retry it like any failed call.
 """
 
 from __future__ import annotations
@@ -27,11 +33,12 @@ from grpclib.exceptions import StreamTerminatedError
 
 from kubelet_trio import defaults
 from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread
+from kubelet_trio.boundary import BoundaryErrors, contain
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.gen.runtime.v1 import services
 from kubelet_trio.cri.runtime import CRI_API_VERSION
-from kubelet_trio.cri.wire import CriCodec
+from kubelet_trio.cri.wire import CriCodec, MalformedAnswer
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +101,8 @@ class CriRuntime:
     _runtime_stub: services.RuntimeServiceStub
     _image_stub: services.ImageServiceStub
     bridge: AsyncioThread
+    #: Where failures contained per call are counted (the node's metrics; None: only logged).
+    boundary_errors: BoundaryErrors | None = None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -121,8 +130,16 @@ class CriRuntime:
         except Exception as exc:
             translated = translate_error(op, exc, self.endpoint)
             if translated is None:
-                raise
+                raise self._contained(op, exc) from exc
             raise translated from exc
+
+    def _contained(self, op: str, exc: Exception) -> errors.CriCallError:
+        """The call failed in a way no status describes: log and count it once, fail only this call."""
+        with contain("grpc", self.boundary_errors, op=op, endpoint=self.endpoint):
+            raise exc
+        if isinstance(exc, MalformedAnswer):
+            return errors.CriCallError(op, f"failed to unmarshal the answer: {exc}", code="INTERNAL")
+        return errors.CriCallError(op, f"{type(exc).__name__}: {exc}", code="INTERNAL")
 
     def _rt(
         self, op: str, method: Callable[..., Awaitable[T]], request: Any, *, limit: float | None = -1.0
@@ -336,10 +353,12 @@ async def open_cri_runtime(
     image_endpoint: str | None = None,
     *,
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    boundary_errors: BoundaryErrors | None = None,
 ) -> AsyncIterator[CriRuntime]:
     """Open a CRI session: one asyncio loop, one channel per distinct socket, closed on exit.
 
     Nothing is dialled here; the first call connects (and a later call reconnects after a restart).
+    ``boundary_errors`` counts the calls that failed without a status (see the module docstring).
     """
     runtime_path = socket_path(endpoint)
     image_path = socket_path(image_endpoint) if image_endpoint else runtime_path
@@ -354,6 +373,7 @@ async def open_cri_runtime(
                 runtime_stub=services.RuntimeServiceStub(channels[runtime_path]),
                 image_stub=services.ImageServiceStub(channels[image_path]),
                 bridge=bridge,
+                boundary_errors=boundary_errors,
             )
         finally:
             with trio.CancelScope(shield=True):

@@ -5,7 +5,8 @@ decoding the largest CPU cost of a relist or a pod inspection (thirty listed con
 labels and annotations took about 6 ms). :func:`decode` walks the bytes by index instead, with the
 classes' own field metadata; the common field kinds are converted here, and every other kind by the
 library's own conversion, so the messages are equal to what ``Message.parse`` returns (the tests compare
-the two on every CRI message type). :class:`CriCodec` hands it to grpclib.
+the two on every CRI message type). :class:`CriCodec` hands it to grpclib; an answer that does not decode
+is a :class:`MalformedAnswer`, whatever went wrong inside, so the caller can treat it as a failed call.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Final, TypeVar
 import betterproto2
 from grpclib.encoding.proto import ProtoCodec
 
-__all__ = ["CriCodec", "decode"]
+__all__ = ["CriCodec", "MalformedAnswer", "decode"]
 
 M = TypeVar("M", bound=betterproto2.Message)
 
@@ -246,10 +247,19 @@ def _library(message: betterproto2.Message, field: _Field, wire: int, value: Any
         setattr(message, field.name, converted)
 
 
+class MalformedAnswer(ValueError):
+    """The runtime's answer is not a valid encoding of the expected message."""
+
+
 class CriCodec(ProtoCodec):
-    """grpclib's protobuf codec with :func:`decode` for the answers."""
+    """grpclib's protobuf codec with :func:`decode` for the answers; raises :class:`MalformedAnswer` for
+    bytes that do not decode (a wrong type, a truncation, nesting deeper than Python's stack, ...)."""
 
     def decode(self, data: bytes, message_type: Any) -> Any:
-        if isinstance(message_type, type) and issubclass(message_type, betterproto2.Message):
-            return decode(message_type, data)
-        return super().decode(data, message_type)
+        try:
+            if isinstance(message_type, type) and issubclass(message_type, betterproto2.Message):
+                return decode(message_type, data)
+            return super().decode(data, message_type)
+        except Exception as err:
+            name = getattr(message_type, "__name__", str(message_type))
+            raise MalformedAnswer(f"cannot decode {name}: {type(err).__name__}: {err}") from err

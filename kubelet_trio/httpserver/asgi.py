@@ -10,12 +10,16 @@ upgrade, or a server without the extension, gets 400 "Upgrade request required" 
 
 A streamed response runs its writer next to a task that listens for the client's disconnect and then
 cancels the writer, so ``follow`` requests end when the client goes away.
+
+Routes match the request path one segment at a time, each segment percent-decoded exactly once (so
+``%2561pp`` names ``%61pp``, never ``app``), and a parameter that could lead a handler astray or be echoed
+as a control byte (``/`` from ``%2F``, ``.``/``..``, a NUL or other control character) is answered 400.
+A handler's unexpected exception is the server's to contain (it answers 500 and counts it).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import re
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -24,11 +28,7 @@ from typing import Any
 import attrs
 import trio
 
-from kubelet_trio.logs import kv
-
 __all__ = ["UPGRADE_EXTENSION", "App", "Handler", "HttpError", "Request", "Response", "Route", "Write"]
-
-logger = logging.getLogger(__name__)
 
 Scope = Mapping[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -61,13 +61,21 @@ class Request:
     headers: Sequence[tuple[str, str]] = ()
     #: Whether the connection can be taken over (an upgrade request on a server that hands it out).
     can_upgrade: bool = False
+    #: The path as sent, percent-encoded (by default ``path`` encoded again): what routes match, decoding
+    #: each segment once.
+    raw_path: bytes = attrs.field(
+        default=attrs.Factory(lambda self: urllib.parse.quote(self.path, safe="/").encode(), takes_self=True)
+    )
 
     @classmethod
     def from_scope(cls, scope: Scope) -> Request:
         raw = scope.get("query_string", b"").decode("latin-1")
+        path = scope["path"]
+        raw_path = scope.get("raw_path")
         return cls(
             method=scope["method"],
-            path=scope["path"],
+            path=path,
+            raw_path=bytes(raw_path) if raw_path else urllib.parse.quote(path, safe="/").encode(),
             query=urllib.parse.parse_qs(raw, keep_blank_values=True),
             headers=[(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope.get("headers", ())],
             can_upgrade=UPGRADE_EXTENSION in (scope.get("extensions") or {}),
@@ -112,25 +120,57 @@ class Response:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
+#: A parameter no handler should see: a separator decoded from ``%2F``, a control character.
+_UNSAFE_PARAM = re.compile(r"[/\x00-\x1f\x7f]")
+#: Control characters other than newline and tab, escaped where a 4xx message echoes request data.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_PARAM = re.compile(r"\{(\w+)\}")
+
+
+def _segment(raw: bytes) -> str:
+    return urllib.parse.unquote_to_bytes(raw).decode("utf-8", "replace")
+
+
+def _invalid(value: str) -> bool:
+    return value in (".", "..") or _UNSAFE_PARAM.search(value) is not None
+
+
+def _printable(message: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", message)
+
+
 @attrs.frozen
 class Route:
-    """``pattern`` with ``{name}`` segments (each matches one non-empty path segment)."""
+    """``pattern`` with ``{name}`` segments (each matches one whole non-empty path segment)."""
 
     pattern: str
     handler: Handler
     methods: tuple[str, ...] = ("GET",)
-    _regex: re.Pattern[str] = attrs.field(init=False)
+    #: Per segment of the pattern: a literal, or the name of a parameter (``(True, name)``).
+    _segments: tuple[tuple[bool, str], ...] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        parts = re.split(r"\{(\w+)\}", self.pattern)
-        regex = "".join(
-            re.escape(part) if index % 2 == 0 else f"(?P<{part}>[^/]+)" for index, part in enumerate(parts)
-        )
-        object.__setattr__(self, "_regex", re.compile(f"^{regex}$"))
+        segments = []
+        for part in self.pattern.split("/"):
+            param = _PARAM.fullmatch(part)
+            segments.append((True, param.group(1)) if param else (False, part))
+        object.__setattr__(self, "_segments", tuple(segments))
 
-    def match(self, path: str) -> dict[str, str] | None:
-        found = self._regex.match(path)
-        return {k: urllib.parse.unquote(v) for k, v in found.groupdict().items()} if found else None
+    def match(self, raw_path: bytes) -> dict[str, str] | None:
+        """The parameters if the percent-encoded ``raw_path`` matches, each segment decoded once."""
+        parts = raw_path.split(b"/")
+        if len(parts) != len(self._segments):
+            return None
+        params: dict[str, str] = {}
+        for (is_param, name), raw in zip(self._segments, parts, strict=True):
+            value = _segment(raw)
+            if is_param:
+                if not value:
+                    return None
+                params[name] = value
+            elif value != name:
+                return None
+        return params
 
 
 @attrs.define(eq=False)
@@ -164,21 +204,22 @@ class App:
     async def _dispatch(self, request: Request) -> Response:
         allowed: list[str] = []
         for route in self.routes:
-            params = route.match(request.path)
+            params = route.match(request.raw_path)
             if params is None:
                 continue
-            if request.method not in route.methods:
+            if request.method not in route.methods:  # case-sensitive: "get" is not GET
                 allowed += route.methods
                 continue
+            invalid = [name for name, value in params.items() if _invalid(value)]
+            if invalid:
+                return Response.text(f"invalid {invalid[0]} in the request path\n", 400)
             try:
                 return await route.handler(attrs.evolve(request, params=params))
             except HttpError as err:
+                message = _printable(err.message) if err.status < 500 else err.message
                 if err.as_json:
-                    return Response.json({"message": err.message}, err.status)
-                return Response.text(err.message + "\n", err.status)
-            except Exception:
-                logger.exception("HTTP handler failed", extra=kv(path=request.path))
-                return Response.text("internal server error\n", 500)
+                    return Response.json({"message": message}, err.status)
+                return Response.text(message + "\n", err.status)
         if allowed:
             return Response(
                 405, b"Method Not Allowed\n", TEXT, [("Allow", ", ".join(dict.fromkeys(allowed)))]

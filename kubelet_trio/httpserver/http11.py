@@ -11,32 +11,67 @@ returning the raw connection (a :class:`trio.abc.Stream`, which first yields any
 after the request). An app that takes it writes the whole answer itself (status line included) and owns
 the connection until it returns; the server then closes it. An app may instead answer normally (401, 404).
 
-Connections are kept alive between requests for ``IDLE_TIMEOUT`` (the Go kubelet's ``IdleTimeout``); a
-request head must arrive whole within it and be at most ``MAX_HEADER_BYTES``.
+Each connection is its own fault domain, as ``net/http`` recovers a panic per connection: an exception
+while serving it (parsing, the app, writing) is logged once with the peer and the request line, counted
+under the ``http`` boundary (:mod:`kubelet_trio.boundary`), answered with 500 if no response was begun,
+and only that connection is closed. Every request/response cycle starts from fresh state, so an idle
+timeout can never hand an earlier request to the app again.
+
+Deadlines, per phase rather than Go's whole-request ones (see the constants): a connection waits
+``IDLE_TIMEOUT`` for the whole head of its next request (of at most ``MAX_HEADER_BYTES``); each read of a
+body takes at most ``READ_TIMEOUT``, each write of a response ``WRITE_TIMEOUT``, or
+``STREAM_WRITE_TIMEOUT`` once the response is streamed (``follow`` logs, watches); an upgraded connection
+belongs to the app. A body the app left unread is drained (at most ``MAX_DRAIN_BYTES``) so that the
+connection can be kept alive, and closed instead when more is coming.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote
 
 import h11
 import trio
 
+from kubelet_trio.boundary import BoundaryErrors, contain
 from kubelet_trio.httpserver.asgi import UPGRADE_EXTENSION
-from kubelet_trio.logs import kv
 
-__all__ = ["IDLE_TIMEOUT", "MAX_HEADER_BYTES", "UPGRADE_EXTENSION", "HttpServer", "PrefixedStream"]
+__all__ = [
+    "IDLE_TIMEOUT",
+    "MAX_DRAIN_BYTES",
+    "MAX_HEADER_BYTES",
+    "READ_TIMEOUT",
+    "STREAM_WRITE_TIMEOUT",
+    "UPGRADE_EXTENSION",
+    "WRITE_TIMEOUT",
+    "HttpServer",
+    "PrefixedStream",
+]
 
 logger = logging.getLogger(__name__)
 
+# The Go kubelet's http.Server (pkg/kubelet/server/server.go) sets IdleTimeout 90 s, ReadTimeout and
+# WriteTimeout 4 h (each for a whole request or response, streams included) and MaxHeaderBytes 1 MiB;
+# with no ReadHeaderTimeout, its request heads fall under the 4 h ReadTimeout too.
+#: A connection between requests (or fresh) has this long to deliver the whole head of its next request:
+#: Go's IdleTimeout, which here also bounds a head sent slowly.
 IDLE_TIMEOUT = 90.0
 TLS_HANDSHAKE_TIMEOUT = 10.0
-MAX_HEADER_BYTES = 1 << 20  # the Go kubelet's MaxHeaderBytes
+#: Each read of a request body (and the drain of an unread one, as a whole).
+READ_TIMEOUT = 60.0
+#: Each write of an ordinary response.
+WRITE_TIMEOUT = 60.0
+#: Each write of a streamed response (``follow`` logs, watches), whose client may read only as output
+#: comes: Go's 4 h, as the bound on one write the client does not take.
+STREAM_WRITE_TIMEOUT = 4 * 3600.0
+MAX_HEADER_BYTES = 1 << 20  # Go's MaxHeaderBytes
+#: An unread request body is read and dropped up to this much before the connection is closed instead
+#: (Go's maxPostHandlerReadBytes).
+MAX_DRAIN_BYTES = 256 << 10
 READ_SIZE = 65536
 #: Bytes buffered from a client that sends ahead while its response is streaming (pipelining).
 MAX_READ_AHEAD = 1 << 16
@@ -44,6 +79,8 @@ MAX_READ_AHEAD = 1 << 16
 App = Callable[
     [Mapping[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[..., Any]], Awaitable[None]
 ]
+#: What a client going away looks like from either side of the connection: no failure of ours.
+_GONE = (trio.BrokenResourceError, trio.ClosedResourceError)
 
 
 class PrefixedStream(trio.abc.Stream):
@@ -96,18 +133,50 @@ def _local(stream: trio.abc.Stream) -> tuple[str, int] | None:
     return (str(address[0]), int(address[1])) if isinstance(address, tuple) else None
 
 
+def _address(client: tuple[str, int] | None) -> str | None:
+    if client is None:
+        return None
+    host, port = client
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _request_line(request: h11.Request, log_path: Callable[[str], str] | None) -> str:
+    """Method and path for the log: the query is left out (it may carry a token), as are the headers;
+    ``log_path`` may mask the path's own secrets."""
+    path = bytes(request.target).partition(b"?")[0].decode("ascii", "replace")
+    return f"{bytes(request.method).decode('ascii', 'replace')} {log_path(path) if log_path else path}"
+
+
+def _reason(status: int) -> bytes:
+    try:
+        return HTTPStatus(status).phrase.encode()
+    except ValueError:
+        return f"status code {status}".encode()  # as net/http words a code it has no text for
+
+
+async def _next_event(conn: h11.Connection, stream: trio.abc.Stream) -> Any:
+    while True:
+        event = conn.next_event()
+        if event is not h11.NEED_DATA:
+            return event
+        data = await stream.receive_some(READ_SIZE)
+        conn.receive_data(bytes(data))  # b"" marks the end of the stream
+
+
 class _ClientGone(Exception):
     pass
 
 
 class _Exchange:
-    """One request/response on a connection: the ASGI ``receive`` and ``send`` over h11."""
+    """One request/response cycle on a connection: the ASGI ``receive`` and ``send`` over h11. Made
+    afresh for each cycle, so nothing of one request is left for the next."""
 
     def __init__(self, conn: h11.Connection, stream: trio.abc.Stream) -> None:
         self.conn = conn
         self.stream = stream
         self.body_done = False
         self.started = False
+        self.streaming = False
         self.finished = False
         self.upgraded = False
         self.disconnected = False
@@ -115,28 +184,30 @@ class _Exchange:
         self._headers: list[tuple[bytes, bytes]] = []
         self._send_lock = trio.Lock()
 
-    async def _next_event(self) -> Any:
-        while True:
-            event = self.conn.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            data = await self.stream.receive_some(READ_SIZE)
-            self.conn.receive_data(bytes(data))  # b"" marks the end of the stream
+    @property
+    def can_answer(self) -> bool:
+        """Whether nothing of a response has been written, so an error status can still be sent."""
+        return not self.upgraded and not self.disconnected and self.conn.our_state is h11.SEND_RESPONSE
 
     async def receive(self) -> dict[str, Any]:
         if self.disconnected:
             return {"type": "http.disconnect"}
         if not self.body_done:
-            try:
-                event = await self._next_event()
-            except (trio.BrokenResourceError, trio.ClosedResourceError, h11.RemoteProtocolError):
-                self.disconnected = True
-                return {"type": "http.disconnect"}
-            if isinstance(event, h11.Data):
-                return {"type": "http.request", "body": bytes(event.data), "more_body": True}
+            with trio.move_on_after(READ_TIMEOUT):
+                try:
+                    if self.conn.they_are_waiting_for_100_continue:
+                        proceed = h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
+                        await self._write(proceed)
+                    event = await _next_event(self.conn, self.stream)
+                except (*_GONE, _ClientGone, h11.RemoteProtocolError):
+                    event = None
+                if isinstance(event, h11.Data):
+                    return {"type": "http.request", "body": bytes(event.data), "more_body": True}
+                if isinstance(event, h11.EndOfMessage):
+                    self.body_done = True
+                    return {"type": "http.request", "body": b"", "more_body": False}
+            # a broken or late body, or the client gone: the connection is closed after this cycle
             self.body_done = True
-            if isinstance(event, h11.EndOfMessage):
-                return {"type": "http.request", "body": b"", "more_body": False}
             self.disconnected = True
             return {"type": "http.disconnect"}
         # The body is read: the next message is the client going away. Anything it sends meanwhile (a
@@ -146,7 +217,7 @@ class _Exchange:
                 await trio.sleep_forever()
             try:
                 data = await self.stream.receive_some(READ_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
+            except _GONE:
                 data = b""
             if not data:
                 self.disconnected = True
@@ -155,12 +226,17 @@ class _Exchange:
 
     async def _write(self, event: Any) -> None:
         data = self.conn.send(event)
-        if data:
+        if not data:
+            return
+        with trio.move_on_after(STREAM_WRITE_TIMEOUT if self.streaming else WRITE_TIMEOUT):
             try:
                 await self.stream.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as err:
+            except _GONE as err:
                 self.disconnected = True
                 raise _ClientGone from err
+            return
+        self.disconnected = True  # a client that does not read is dropped
+        raise _ClientGone("write timed out")
 
     async def send(self, message: Mapping[str, Any]) -> None:
         async with self._send_lock:
@@ -176,12 +252,13 @@ class _Exchange:
                 raise RuntimeError(f"unexpected ASGI message {kind!r}")
             body = bytes(message.get("body", b""))
             more = bool(message.get("more_body", False))
+            self.streaming = self.streaming or more
             if self._status:
                 headers = self._headers
                 if not more and not any(k.lower() == b"content-length" for k, _ in headers):
                     headers = [*headers, (b"content-length", str(len(body)).encode())]
                 status, self._status = self._status, 0
-                await self._write(h11.Response(status_code=status, headers=headers))
+                await self._write(h11.Response(status_code=status, headers=headers, reason=_reason(status)))
             if body:
                 await self._write(h11.Data(data=body))
             if not more:
@@ -200,6 +277,23 @@ class _Exchange:
         prefix = self.conn.trailing_data[0] if self.conn.their_state is h11.MIGHT_SWITCH_PROTOCOL else b""
         return PrefixedStream(self.stream, bytes(prefix))
 
+    async def answer_error(self, status: int) -> None:
+        """``status`` with its phrase as the body, closing the connection (as net/http answers a request
+        it cannot serve); quietly nothing if the client is gone or h11 cannot send it any more."""
+        body = f"{status} {_reason(status).decode()}".encode()
+        headers = [
+            (b"content-type", b"text/plain; charset=utf-8"),
+            (b"connection", b"close"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        self.started = self.finished = True  # instead of whatever the app began (nothing was written)
+        try:
+            await self._write(h11.Response(status_code=status, headers=headers, reason=_reason(status)))
+            await self._write(h11.Data(data=body))
+            await self._write(h11.EndOfMessage())
+        except (_ClientGone, h11.LocalProtocolError):
+            pass
+
 
 def _wants_upgrade(request: h11.Request) -> bool:
     connection = b",".join(v for k, v in request.headers if k == b"connection").lower()
@@ -207,9 +301,31 @@ def _wants_upgrade(request: h11.Request) -> bool:
     return b"upgrade" in tokens and any(k == b"upgrade" for k, _ in request.headers)
 
 
+async def _drain(conn: h11.Connection, stream: trio.abc.Stream) -> bool:
+    """Read and drop what is left of the request's body, up to ``MAX_DRAIN_BYTES`` within
+    ``READ_TIMEOUT``; whether it ended, so that the connection can serve another request."""
+    drained = 0
+    with trio.move_on_after(READ_TIMEOUT):
+        try:
+            while conn.their_state is not h11.DONE:
+                event = await _next_event(conn, stream)
+                if isinstance(event, h11.Data):
+                    drained += len(event.data)
+                    if drained > MAX_DRAIN_BYTES:
+                        return False
+                elif not isinstance(event, h11.EndOfMessage):
+                    return False
+        except (*_GONE, h11.RemoteProtocolError):
+            return False
+        return True
+    return False
+
+
 class HttpServer:
     """Serves one ASGI ``app`` on listeners. ``on_connect`` sees each accepted stream and its client
-    address once the TLS handshake is done, ``on_close`` the address when the connection ends."""
+    address once the TLS handshake is done, ``on_close`` the address when the connection ends; ``errors``
+    counts the connections closed because serving them failed (the node's, to show on ``/metrics``), and
+    ``log_path`` turns a request's path into what such a failure logs (for paths that carry a secret)."""
 
     def __init__(
         self,
@@ -217,12 +333,16 @@ class HttpServer:
         *,
         scheme: str = "http",
         idle_timeout: float = IDLE_TIMEOUT,
+        errors: BoundaryErrors | None = None,
         on_connect: Callable[[trio.abc.Stream, tuple[str, int] | None], None] | None = None,
         on_close: Callable[[tuple[str, int] | None], None] | None = None,
+        log_path: Callable[[str], str] | None = None,
     ) -> None:
         self.app = app
+        self.log_path = log_path
         self.scheme = scheme
         self.idle_timeout = idle_timeout
+        self.errors = errors
         self.on_connect = on_connect
         self.on_close = on_close
         self.connections = 0
@@ -233,21 +353,21 @@ class HttpServer:
             task_status.started()
 
     async def handle(self, stream: trio.abc.Stream) -> None:
-        """Serve one connection until it closes, idles out or is upgraded and released."""
+        """Serve one connection until it closes, idles out or is upgraded and released. Nothing but
+        cancellation leaves this: a failure is this connection's alone."""
         self.connections += 1
         client = _peer(stream)
+        peer = _address(client)
         try:
-            if isinstance(stream, trio.SSLStream):
+            with contain("http", self.errors, peer=peer):
                 try:
-                    with trio.fail_after(TLS_HANDSHAKE_TIMEOUT):
-                        await stream.do_handshake()
-                except (trio.BrokenResourceError, trio.TooSlowError, ssl.SSLError, OSError):
-                    return
-            if self.on_connect is not None:
-                self.on_connect(stream, client)
-            await self._serve(stream, client)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, _ClientGone):
-            pass
+                    if isinstance(stream, trio.SSLStream) and not await _handshake(stream):
+                        return
+                    if self.on_connect is not None:
+                        self.on_connect(stream, client)
+                    await self._serve(stream, client, peer)
+                except* (*_GONE, _ClientGone):
+                    pass
         finally:
             self.connections -= 1
             if self.on_close is not None:
@@ -255,31 +375,39 @@ class HttpServer:
             with trio.move_on_after(1, shield=True):
                 await _close(stream)
 
-    async def _serve(self, stream: trio.abc.Stream, client: tuple[str, int] | None) -> None:
+    async def _serve(self, stream: trio.abc.Stream, client: tuple[str, int] | None, peer: str | None) -> None:
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
         server = _local(stream)
         while True:
+            request = await self._read_head(conn, stream)
+            if request is None:
+                return
             exchange = _Exchange(conn, stream)
-            with trio.move_on_after(self.idle_timeout):
+            with contain(
+                "http", self.errors, peer=peer, request=_request_line(request, self.log_path)
+            ) as outcome:
                 try:
-                    event = await exchange._next_event()
-                except h11.RemoteProtocolError as err:
-                    await self._error(exchange, err.error_status_hint)
-                    return
-            if not isinstance(event, h11.Request):
-                return  # idle timeout, closed, or paused without a request
-            await self._run_app(exchange, event, client, server)
-            if exchange.upgraded or exchange.disconnected:
+                    await self._run_app(exchange, request, client, server)
+                except* (*_GONE, _ClientGone):
+                    exchange.disconnected = True
+            if outcome.error is not None:
+                if exchange.can_answer:
+                    await exchange.answer_error(500)
                 return
-            if conn.our_state is not h11.DONE:
-                return  # the app failed mid-response
-            while conn.their_state is not h11.DONE:  # drop a body the app did not read
-                if (await exchange.receive())["type"] == "http.disconnect":
-                    return
+            if not await self._finish(exchange):
+                return
+
+    async def _read_head(self, conn: h11.Connection, stream: trio.abc.Stream) -> h11.Request | None:
+        """The next request, or None when the connection is to close: the client went away, idled out or
+        sent a head that is malformed or too big (answered 400 or 431)."""
+        with trio.move_on_after(self.idle_timeout):
             try:
-                conn.start_next_cycle()
-            except h11.LocalProtocolError:
-                return
+                event = await _next_event(conn, stream)
+            except h11.RemoteProtocolError as err:
+                await _Exchange(conn, stream).answer_error(err.error_status_hint)
+                return None
+            return event if isinstance(event, h11.Request) else None
+        return None
 
     async def _run_app(
         self,
@@ -294,9 +422,10 @@ class HttpServer:
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
             "http_version": request.http_version.decode(),
-            "method": request.method.decode("ascii").upper(),
+            # as sent: methods are case-sensitive (RFC 9110), so "get" is not GET
+            "method": request.method.decode("ascii"),
             "scheme": self.scheme,
-            "path": unquote(raw_path.decode("latin-1")),
+            "path": unquote(raw_path.decode("ascii")),  # decoded once; routes decode no further
             "raw_path": raw_path,
             "query_string": query,
             "root_path": "",
@@ -307,34 +436,43 @@ class HttpServer:
         }
         if _wants_upgrade(request):
             scope["extensions"][UPGRADE_EXTENSION] = {"take": exchange.take}
-        try:
-            await self.app(scope, exchange.receive, exchange.send)
-        except _ClientGone:
+        await self.app(scope, exchange.receive, exchange.send)
+        if exchange.upgraded or exchange.finished or exchange.disconnected:
             return
-        except Exception:
-            logger.exception("HTTP app failed", extra=kv(path=scope["path"]))
-            if not exchange.started and not exchange.upgraded:
-                await self._error(exchange, 500)
-            return
-        if exchange.upgraded:
-            return
-        if not exchange.finished and not exchange.disconnected:
-            if not exchange.started:
-                await self._error(exchange, 500)
-            else:
-                await exchange.send({"type": "http.response.body", "body": b""})
+        if not exchange.started:
+            await exchange.answer_error(500)  # the app returned without answering
+        else:
+            await exchange.send({"type": "http.response.body", "body": b""})
 
     @staticmethod
-    async def _error(exchange: _Exchange, status: int) -> None:
+    async def _finish(exchange: _Exchange) -> bool:
+        """After a cycle: whether the connection may serve another request."""
+        conn = exchange.conn
+        if exchange.upgraded or exchange.disconnected or conn.our_state is not h11.DONE:
+            return False  # taken over, gone, or the response said it closes
+        if conn.their_state is not h11.DONE:
+            if conn.they_are_waiting_for_100_continue:
+                return False  # a body that was never asked for
+            if not await _drain(conn, exchange.stream):
+                return False
         try:
-            await exchange.send(
-                {"type": "http.response.start", "status": status, "headers": [(b"connection", b"close")]}
-            )
-            await exchange.send({"type": "http.response.body", "body": b""})
-        except (_ClientGone, h11.LocalProtocolError):
-            pass
+            conn.start_next_cycle()
+        except h11.LocalProtocolError:
+            return False
+        return True
+
+
+async def _handshake(stream: trio.SSLStream[Any]) -> bool:
+    try:
+        with trio.fail_after(TLS_HANDSHAKE_TIMEOUT):
+            await stream.do_handshake()
+    except (*_GONE, trio.TooSlowError, ssl.SSLError, OSError):
+        return False
+    return True
 
 
 async def _close(stream: trio.abc.Stream) -> None:
-    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, ssl.SSLError, OSError):
+    try:
         await stream.aclose()
+    except (*_GONE, ssl.SSLError, OSError):
+        pass

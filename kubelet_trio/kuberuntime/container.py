@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -56,6 +56,7 @@ from kubelet_trio.logs import kobj, kv
 
 if TYPE_CHECKING:
     from kubelet_trio.api import LifecycleHandler
+    from kubelet_trio.credentialprovider import PullSecret
     from kubelet_trio.cri.runtime import Runtime
 
 __all__ = [
@@ -260,6 +261,7 @@ class ContainerLifecycle:
         sandbox_id: str,
         sandbox_config: pb.PodSandboxConfig,
         pod_ip: str = "",
+        pull_secrets: Sequence[PullSecret] = (),
     ) -> str:
         """Ensure the image, create, start, run postStart; return the new container id.
 
@@ -269,7 +271,9 @@ class ContainerLifecycle:
         name = container.name or ""
         ctx = {**_pod_ctx(pod), "container": name}
         try:
-            ensured = await self.images.ensure_image_exists(pod, container, sandbox_config)
+            ensured = await self.images.ensure_image_exists(
+                pod, container, sandbox_config, pull_secrets=pull_secrets
+            )
         except ImageError as err:
             self.event(pod, "Warning", "Failed", f"Error: {err.reason}")
             raise StartContainerError(err.reason, err.message, err.backoff_until) from err

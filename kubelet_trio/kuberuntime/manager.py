@@ -19,7 +19,7 @@ slow pull) and the kill path's deadline bounds a kill.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -88,6 +88,7 @@ from kubelet_trio.logs import kobj, kv
 if TYPE_CHECKING:
     from kubelet_trio.api import Container, Pod
     from kubelet_trio.clock import WallClock
+    from kubelet_trio.credentialprovider import DockerKeyring, PullSecret
     from kubelet_trio.cri.runtime import Runtime
 
 __all__ = [
@@ -240,6 +241,8 @@ class KubeRuntimeManager:
             the runtime's defaults.
         runtime_classes: resolves ``spec.runtimeClassName`` to the handler RunPodSandbox is given; None
             (no API server) runs every sandbox with the runtime's default handler.
+        keyring: the node's registry credentials (docker config file, credential provider plugins:
+            :func:`kubelet_trio.credentialprovider.node_keyring`), tried after the pod's pull secrets.
     """
 
     _runtime: Runtime = attrs.field(alias="runtime")
@@ -259,6 +262,7 @@ class KubeRuntimeManager:
     run_sync: RunSync = attrs.field(default=run_in_thread, kw_only=True)
     dns_config: DnsConfigProvider | None = attrs.field(default=None, kw_only=True)
     runtime_classes: RuntimeHandlerResolver | None = attrs.field(default=None, kw_only=True)
+    keyring: DockerKeyring | None = attrs.field(default=None, kw_only=True)
 
     crash_backoff: Backoff = attrs.field(
         init=False, factory=lambda: Backoff(CONTAINER_BACKOFF_INITIAL, CONTAINER_BACKOFF_MAX)
@@ -274,6 +278,7 @@ class KubeRuntimeManager:
             Backoff(IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX),
             events=self.events,
             serialize_pulls=self.serialize_image_pulls,
+            keyring=self.keyring,
         )
         self.lifecycle = ContainerLifecycle(
             runtime=self._runtime,
@@ -461,16 +466,21 @@ class KubeRuntimeManager:
         if uid in self._reasons and not self._reasons[uid]:
             del self._reasons[uid]
 
-    async def sync_pod(self, pod: Pod, status: PodStatus) -> PodSyncResult:
-        """Compute and execute the pod's actions (``SyncPod``)."""
+    async def sync_pod(
+        self, pod: Pod, status: PodStatus, pull_secrets: Sequence[PullSecret] = ()
+    ) -> PodSyncResult:
+        """Compute and execute the pod's actions (``SyncPod``); ``pull_secrets`` are the Secrets of the
+        pod's ``spec.imagePullSecrets`` the caller could fetch, in the pod's order."""
         steps: list[SyncStep] = []
         try:
-            await self._sync_pod(pod, status, steps)
+            await self._sync_pod(pod, status, steps, pull_secrets)
         finally:
             self._update_reasons(pod.uid, steps)
         return PodSyncResult(tuple(steps))
 
-    async def _sync_pod(self, pod: Pod, status: PodStatus, steps: list[SyncStep]) -> None:
+    async def _sync_pod(
+        self, pod: Pod, status: PodStatus, steps: list[SyncStep], pull_secrets: Sequence[PullSecret]
+    ) -> None:
         ctx = _ctx(pod)
         actions = self.compute_pod_actions(pod, status)
         logger.debug("computed pod actions", extra=kv(**ctx, actions=actions))
@@ -541,7 +551,7 @@ class KubeRuntimeManager:
         )
 
         async def start(container: Container) -> SyncStep:
-            step = await self._start(pod, container, status, sandbox_id, sandbox_config, pod_ip)
+            step = await self._start(pod, container, status, sandbox_id, sandbox_config, pod_ip, pull_secrets)
             steps.append(step)
             return step
 
@@ -633,6 +643,7 @@ class KubeRuntimeManager:
         sandbox_id: str,
         sandbox_config: pb.PodSandboxConfig,
         pod_ip: str,
+        pull_secrets: Sequence[PullSecret] = (),
     ) -> SyncStep:
         name = container.name or ""
         backoff = self._do_backoff(pod, container, status)
@@ -640,7 +651,13 @@ class KubeRuntimeManager:
             return backoff
         try:
             await self.lifecycle.start_container(
-                pod, container, status, sandbox_id=sandbox_id, sandbox_config=sandbox_config, pod_ip=pod_ip
+                pod,
+                container,
+                status,
+                sandbox_id=sandbox_id,
+                sandbox_config=sandbox_config,
+                pod_ip=pod_ip,
+                pull_secrets=pull_secrets,
             )
         except StartContainerError as err:
             logger.info(

@@ -10,9 +10,11 @@ rejected pod is Failed for good with ``message = "Pod was rejected: <message>"``
 Requests include ``spec.overhead`` (set from the pod's RuntimeClass by the API server), for the pod being
 admitted and for the pods already running, as the scheduler's fit does.
 
-A kubelet without an API server admits with :func:`admit_standalone`: it has no Node object to fit
-against, and no RuntimeClasses (``node.k8s.io``) to resolve a ``runtimeClassName`` with, so such a pod is
-rejected (``RuntimeClassNotSupported``) instead of running silently under the runtime's default handler.
+A kubelet without an API server has no Node object to fit against. It still counts pods, as Go's
+standalone kubelet does against its initial Node (allocatable pods = ``maxPods``): :func:`admit_pod_count`
+rejects a pod beyond ``maxPods`` with ``OutOfpods``. And it has no RuntimeClasses (``node.k8s.io``) to
+resolve a ``runtimeClassName`` with, so :func:`admit_standalone` rejects such a pod
+(``RuntimeClassNotSupported``) instead of running it silently under the runtime's default handler.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ __all__ = [
     "AdmitResult",
     "NodeView",
     "PredicateAdmitHandler",
+    "admit_pod_count",
     "admit_standalone",
     "pod_requests",
 ]
@@ -101,10 +104,18 @@ def _allocatable(node: NodeView, resource: str) -> int | None:
     return None if value is None else _amount(resource, Quantity(str(value)))
 
 
+def admit_pod_count(max_pods: int, others: Sequence[Pod]) -> AdmitResult | None:
+    """The pod count of the fit: one pod more than the ``others`` (the active pods) must stay within
+    ``max_pods``, else ``OutOfpods``. Pods without requests count too."""
+    if len(others) + 1 > max_pods:
+        return _insufficient("pods", 1, len(others), max_pods)
+    return None
+
+
 def _fits(pod: Pod, others: Sequence[Pod], node: NodeView) -> AdmitResult | None:
     pods_allowed = _allocatable(node, "pods")
-    if pods_allowed is not None and len(others) + 1 > pods_allowed:
-        return _insufficient("pods", 1, len(others), pods_allowed)
+    if pods_allowed is not None and (too_many := admit_pod_count(pods_allowed, others)) is not None:
+        return too_many
     wanted = pod_requests(pod)
     used: dict[str, int] = {}
     for other in others:

@@ -91,7 +91,10 @@ def kubelet_api_app(
     read-only ones, ``/configz`` (``configz``: :func:`kubelet_trio.configz.configz_body`) and exec,
     attach, port-forward and run, whose streams go through ``proxy``."""
     if proxy is None:
-        proxy = StreamProxy(idle_timeout=kubelet.config.streaming_connection_idle_timeout)
+        proxy = StreamProxy(
+            idle_timeout=kubelet.config.streaming_connection_idle_timeout,
+            boundary_errors=kubelet.metrics.boundary_errors,
+        )
     return App(
         [
             *read_only_app(kubelet).routes,

@@ -11,6 +11,10 @@ for the node resource ``nodes/<subresource>`` named for the node, the subresourc
 (``/stats`` → ``stats``, ``/metrics`` → ``metrics``, ``/logs`` → ``log``, everything else → ``proxy``)
 and the verb from the method. Denied is 403; a review that fails is 500.
 
+The webhooks need the API client of API mode. Without one a node refuses to serve the Kubelet API with
+Go's error (``cmd/kubelet/app/auth.go`` ``BuildAuthn``, then ``BuildAuthz``: :func:`webhook_client_error`)
+rather than answer every request 500.
+
 Review answers are cached as in Go (``authentication.webhook.cacheTTL`` 2 min for tokens, valid or not;
 ``authorization.webhook.cacheAuthorizedTTL`` 5 min, ``cacheUnauthorizedTTL`` 30 s); failed reviews are
 not. Tokens are cached under their SHA-256, never in clear. Time is Trio's clock.
@@ -36,6 +40,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALWAYS_ALLOW",
+    "NO_CLIENT_FOR_AUTHENTICATION",
+    "NO_CLIENT_FOR_AUTHORIZATION",
     "WEBHOOK",
     "AuthConfig",
     "AuthenticatedApp",
@@ -43,6 +49,7 @@ __all__ = [
     "User",
     "request_attributes",
     "user_from_certificate",
+    "webhook_client_error",
 ]
 
 logger = logging.getLogger(__name__)
@@ -64,6 +71,19 @@ _VERBS = {
     "DELETE": "delete",
 }
 _SUBRESOURCES = (("/stats", "stats"), ("/metrics", "metrics"), ("/logs", "log"))
+#: Go's errors when a webhook is on and there is no API client (``cmd/kubelet/app/auth.go``).
+NO_CLIENT_FOR_AUTHENTICATION = "no client provided, cannot use webhook authentication"
+NO_CLIENT_FOR_AUTHORIZATION = "no client provided, cannot use webhook authorization"
+
+
+def webhook_client_error(webhook: bool, authorization_mode: str) -> str | None:
+    """Go's error for a node without an API client whose Kubelet API uses a webhook: authentication's
+    is checked first, as Go builds the authenticator first; None when neither webhook is on."""
+    if webhook:
+        return NO_CLIENT_FOR_AUTHENTICATION
+    if authorization_mode == WEBHOOK:
+        return NO_CLIENT_FOR_AUTHORIZATION
+    return None
 
 
 @attrs.frozen

@@ -15,6 +15,7 @@ setting of the container's spec, since a running process's terminal cannot chang
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING
 
 import trio
@@ -52,6 +53,17 @@ def stream_options(request: Request) -> tuple[bool, bool, bool, bool]:
     if not (stdin or stdout or stderr):
         raise HttpError(400, "you must specify at least 1 of stdin, stdout, stderr")
     return stdin, stdout, stderr, tty
+
+
+#: Bytes that make net/http's content sniffing call a body binary rather than text.
+_BINARY = re.compile(rb"[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f]")
+
+
+def _sniffed_type(output: bytes) -> str:
+    """What net/http labels ``/run``'s output with (Go's getRun writes it with no type and the server
+    sniffs its first 512 bytes): text, or octet-stream for binary output. The other signatures Go knows
+    (HTML, images, archives) are not looked for."""
+    return "application/octet-stream" if _BINARY.search(output, 0, 512) else "text/plain; charset=utf-8"
 
 
 def _port_forward_ports(request: Request) -> list[int]:
@@ -179,7 +191,7 @@ def exec_routes(kubelet: HostInterface, proxy: StreamProxy) -> list[Route]:
             quoted = " ".join(command)
             message = f"command '{quoted}' exited with {answer.exit_code}: {output.decode(errors='replace')}"
             raise HttpError(500, message)
-        return Response(200, output, "application/json")
+        return Response(200, output, _sniffed_type(output))
 
     routes: list[Route] = []
     for prefix, handler in (("/exec", handle_exec), ("/attach", handle_attach)):

@@ -6,11 +6,13 @@ to the streaming server at the URL the CRI ``Exec``/``Attach``/``PortForward`` c
 on bytes are copied both ways unchanged: the runtime's answer (101 or an error) reaches the client as the
 runtime wrote it, and the SPDY or WebSocket framing is never decoded. The copy ends when either side
 closes or fails, or when no byte moved either way for the idle timeout
-(``streamingConnectionIdleTimeout``); then both connections are closed.
+(``streamingConnectionIdleTimeout``); then both connections are closed. Any other failure is that
+stream's alone: contained at the ``streaming`` boundary (logged once, counted in ``boundary_errors``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import ssl
@@ -20,6 +22,7 @@ from collections.abc import Sequence
 import attrs
 import trio
 
+from kubelet_trio.boundary import BoundaryErrors, contain
 from kubelet_trio.logs import kv
 
 __all__ = ["COPY_SIZE", "StreamProxy", "upgrade_request_head"]
@@ -55,6 +58,27 @@ async def _dial(url: str, ssl_context: ssl.SSLContext | None) -> trio.abc.Stream
     return await trio.open_tcp_stream(parts.hostname, port)
 
 
+def _server(url: str) -> str | None:
+    """The streaming server's address, for the log (not the path: it holds the one-time token)."""
+    try:
+        return urllib.parse.urlsplit(url).netloc
+    except ValueError:  # the runtime's URL is outside input too
+        return None
+
+
+def _peer(stream: trio.abc.Stream) -> str | None:
+    """The client's address, when its stream is a socket (possibly under TLS)."""
+    while isinstance(stream, trio.SSLStream):
+        stream = stream.transport_stream
+    if not isinstance(stream, trio.SocketStream):
+        return None
+    try:
+        address = stream.socket.getpeername()
+    except OSError:
+        return None
+    return f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
+
+
 @attrs.define(eq=False)
 class StreamProxy:
     """Copies upgraded connections to streaming URLs; at most ``max_streams`` at a time."""
@@ -63,6 +87,8 @@ class StreamProxy:
     max_streams: int = 100
     #: Streams being copied right now (for tests and metrics).
     active: int = 0
+    #: Where streams that failed are counted (None: only logged).
+    boundary_errors: BoundaryErrors | None = None
 
     def full(self) -> bool:
         return self.active >= self.max_streams
@@ -82,19 +108,21 @@ class StreamProxy:
         self.active += 1
         backend: trio.abc.Stream | None = None
         try:
-            try:
-                backend = await _dial(url, ssl_context)
-                await backend.send_all(upgrade_request_head(method, url, headers))
-            except (OSError, trio.BrokenResourceError, ValueError) as err:
-                logger.warning("cannot reach the streaming server", extra=kv(url=url, error=err))
-                body = f"error dialing backend: {err}\n".encode()
-                await client.send_all(
-                    b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                    + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
-                    + body
-                )
-                return
-            await self._copy_both_ways(client, backend)
+            with contain("streaming", self.boundary_errors, peer=_peer(client), backend=_server(url)):
+                try:
+                    backend = await _dial(url, ssl_context)
+                    await backend.send_all(upgrade_request_head(method, url, headers))
+                except (OSError, trio.BrokenResourceError, ValueError) as err:
+                    logger.warning("cannot reach the streaming server", extra=kv(url=url, error=err))
+                    body = f"error dialing backend: {err}\n".encode()
+                    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                        await client.send_all(
+                            b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                            + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+                            + body
+                        )
+                    return
+                await self._copy_both_ways(client, backend)
         finally:
             self.active -= 1
             with trio.move_on_after(1, shield=True):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import socket
 import ssl
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,7 @@ from kubelet_trio.logs import kv
 from kubelet_trio.server.healthz import healthz_app
 
 if TYPE_CHECKING:
+    from kubelet_trio.boundary import BoundaryErrors
     from kubelet_trio.server.host import HostInterface
 
 __all__ = ["HEALTHZ_RETRY", "bind_address", "serve_app", "serve_kubelet_http", "serve_tls_app"]
@@ -58,12 +59,20 @@ def _listener(host: str, port: int) -> trio.SocketListener:
     return trio.SocketListener(trio.socket.from_stdlib_socket(sock))
 
 
-async def serve_app(app: Any, host: str, port: int, *, task_status: trio.TaskStatus[str]) -> None:
-    """Serve ``app`` on ``host:port`` until cancelled; reports the URL once listening."""
+async def serve_app(
+    app: Any,
+    host: str,
+    port: int,
+    *,
+    errors: BoundaryErrors | None = None,
+    task_status: trio.TaskStatus[str],
+) -> None:
+    """Serve ``app`` on ``host:port`` until cancelled; reports the URL once listening. Connections
+    closed because serving them failed are counted in ``errors``."""
     listener = _listener(host, port)
     url = "http://" + bind_address(*listener.socket.getsockname()[:2])
     async with trio.open_nursery() as nursery:
-        await nursery.start(HttpServer(app).run, [listener])
+        await nursery.start(HttpServer(app, errors=errors).run, [listener])
         task_status.started(url)
 
 
@@ -74,11 +83,12 @@ async def serve_tls_app(
     ssl_context: ssl.SSLContext,
     peer_certs: dict[tuple[str, int], bytes],
     *,
+    errors: BoundaryErrors | None = None,
     task_status: trio.TaskStatus[str],
 ) -> None:
     """Serve ``app`` over TLS on ``host:port`` until cancelled (reports the URL once listening),
     recording each connection's verified client certificate in ``peer_certs`` (by client address)
-    while it is open."""
+    while it is open, and counting failed connections in ``errors``."""
 
     def connected(stream: trio.abc.Stream, client: tuple[str, int] | None) -> None:
         assert isinstance(stream, trio.SSLStream)
@@ -92,16 +102,44 @@ async def serve_tls_app(
 
     listener = _listener(host, port)
     url = "https://" + bind_address(*listener.socket.getsockname()[:2])
-    server = HttpServer(app, scheme="https", on_connect=connected, on_close=closed)
+    server = HttpServer(app, scheme="https", errors=errors, on_connect=connected, on_close=closed)
     tls = trio.SSLListener(listener, ssl_context, https_compatible=True)
     async with trio.open_nursery() as nursery:
         await nursery.start(server.run, [tls])
         task_status.started(url)
 
 
-def kubelet_api_ssl_context(cert_file: str, key_file: str, client_ca_file: str) -> ssl.SSLContext:
+def kubelet_api_ssl_context(
+    cert_file: str,
+    key_file: str,
+    client_ca_file: str,
+    min_version: str = "",
+    cipher_suites: Sequence[str] = (),
+) -> ssl.SSLContext:
+    """The Kubelet API's TLS context (Go: ``InitializeTLS``): the serving pair, client certificates
+    verified when sent, ``min_version`` (Go's name, ``tlsMinVersion``; "": TLS 1.2) and the TLS 1.0-1.2
+    ``cipher_suites`` (Go's names, ``tlsCipherSuites``; (): OpenSSL's defaults). TLS 1.3 suites are not
+    configurable, as in Go: naming only TLS 1.3 suites leaves TLS 1.2 without any, so TLS 1.3 is the
+    floor. Blocking file I/O: call through ``run_sync``."""
+    from kubelet_trio.cliflag import tls_cipher_suites, tls_version
+
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.minimum_version = (
+        ssl.TLSVersion[tls_version(min_version)] if min_version else ssl.TLSVersion.TLSv1_2
+    )
+    suites = tls_cipher_suites(cipher_suites)
+    if suites:
+        legacy = [suite.openssl for suite in suites if not suite.tls13]
+        if legacy:
+            try:
+                context.set_ciphers(":".join(legacy))
+            except ssl.SSLError:
+                names = ", ".join(suite.name for suite in suites if not suite.tls13)
+                raise RuntimeError(
+                    f"tlsCipherSuites: none of {names} is available in {ssl.OPENSSL_VERSION}"
+                ) from None
+        else:
+            context.minimum_version = max(context.minimum_version, ssl.TLSVersion.TLSv1_3)
     context.set_alpn_protocols(["http/1.1"])
     context.load_cert_chain(cert_file, key_file)
     if client_ca_file:
@@ -114,11 +152,20 @@ async def _serve_kubelet_api(
     kubelet: HostInterface, configz: Mapping[str, Any] | None, *, task_status: trio.TaskStatus[str]
 ) -> None:
     from kubelet_trio.certificate.serving import reload_certificate_files
+    from kubelet_trio.cliflag import tls_cipher_suites
     from kubelet_trio.server.app import kubelet_api_app
-    from kubelet_trio.server.auth import AuthConfig, AuthenticatedApp, KubeletAuth
+    from kubelet_trio.server.auth import AuthConfig, AuthenticatedApp, KubeletAuth, webhook_client_error
     from kubelet_trio.server.tls import serving_pair
 
     config = kubelet.config
+    missing = webhook_client_error(config.authentication_token_webhook, config.authorization_mode)
+    if missing is not None and kubelet.api_client is None:
+        raise RuntimeError(f"failed to run Kubelet: {missing}")
+    for suite in tls_cipher_suites(config.tls_cipher_suites):
+        if suite.insecure:
+            logger.info("Use of insecure cipher detected.", extra=kv(cipher=suite.name))
+    if config.tls_min_version == "VersionTLS13" and config.tls_cipher_suites:
+        logger.info("Warning: TLS 1.3 cipher suites are not configurable, ignoring --tls-cipher-suites")
     cert_file, key_file = await kubelet.run_sync(
         serving_pair,
         config.tls_cert_file,
@@ -127,7 +174,14 @@ async def _serve_kubelet_api(
         config.node_name,
         config.node_ips,
     )
-    context = await kubelet.run_sync(kubelet_api_ssl_context, cert_file, key_file, config.client_ca_file)
+    context = await kubelet.run_sync(
+        kubelet_api_ssl_context,
+        cert_file,
+        key_file,
+        config.client_ca_file,
+        config.tls_min_version,
+        config.tls_cipher_suites,
+    )
     auth = KubeletAuth(
         AuthConfig(
             node_name=config.node_name,
@@ -147,7 +201,8 @@ async def _serve_kubelet_api(
             await nursery.start(
                 partial(reload_certificate_files, context, cert_file, key_file, run_sync=kubelet.run_sync)
             )
-        url = await nursery.start(serve_tls_app, app, config.address, config.port, context, peer_certs)
+        serve = partial(serve_tls_app, errors=kubelet.metrics.boundary_errors)
+        url = await nursery.start(serve, app, config.address, config.port, context, peer_certs)
         logger.info("kubelet API listening", extra=kv(url=url))
         task_status.started(url)
 
@@ -158,7 +213,8 @@ async def _serve_healthz(kubelet: HostInterface, *, task_status: trio.TaskStatus
     while True:
         try:
             async with trio.open_nursery() as nursery:
-                url = await nursery.start(serve_app, healthz_app(kubelet), host, port)
+                serve = partial(serve_app, errors=kubelet.metrics.boundary_errors)
+                url = await nursery.start(serve, healthz_app(kubelet), host, port)
                 logger.info("healthz server listening", extra=kv(url=url))
                 if not reported:
                     reported = True
@@ -192,7 +248,10 @@ async def serve_kubelet_http(
             from kubelet_trio.server.app import read_only_app
 
             urls["readonly"] = await nursery.start(
-                serve_app, read_only_app(kubelet), kubelet.config.address, kubelet.config.read_only_port
+                partial(serve_app, errors=kubelet.metrics.boundary_errors),
+                read_only_app(kubelet),
+                kubelet.config.address,
+                kubelet.config.read_only_port,
             )
             logger.info("read-only server listening", extra=kv(url=urls["readonly"]))
         if kubelet.config.port:

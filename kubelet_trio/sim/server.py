@@ -5,6 +5,10 @@ grpclib is asyncio-only, so the server runs on an asyncio loop of its own thread
 (:mod:`kubelet_trio.aiobridge`); every handler hops back into Trio to call the SimRuntime, and the typed
 :mod:`~kubelet_trio.cri.errors` become gRPC statuses again (the inverse of ``CriRuntime``'s translation),
 messages preserved.
+
+Each client connection and each request is a peer: a request that fails any other way (it does not decode,
+or reaches a bug of the simulator) is answered ``INTERNAL``, and a connection whose bytes the HTTP/2 code
+chokes on is closed; both are logged once and counted at the ``grpc`` boundary, and the server goes on.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ from typing import Any, TypeVar
 
 import trio
 from grpclib import GRPCError, Status
+from grpclib.exceptions import StreamTerminatedError
 from grpclib.protocol import H2Protocol
-from grpclib.server import Server
+from grpclib.server import Server, Stream
 
 from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread
+from kubelet_trio.boundary import BoundaryErrors, contain
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.gen.runtime.v1 import services
@@ -189,18 +195,45 @@ class ImageService(_Handlers, services.ImageServiceBase):
         return await self._call(self.sim.image_fs_info)
 
 
+#: What a request handler may raise for grpclib to handle: a status, the client cancelling, the deadline.
+_GRPCLIB_HANDLES = (GRPCError, StreamTerminatedError, TimeoutError)
+
+
 class _ClosingServer(Server):
     """grpclib's ``Server.close()`` cancels in-flight requests but leaves client connections open, so a
     client in the same process would wait forever. Track each connection's transport and close it on
-    shutdown (what grpc-go's ``Server.Stop`` does); clients then see the connection drop."""
+    shutdown (what grpc-go's ``Server.Stop`` does); clients then see the connection drop.
 
-    def __init__(self, handlers: list[Any]) -> None:
+    It also contains each peer (see the module docstring): every handler is wrapped, and so is each
+    connection's ``data_received``."""
+
+    def __init__(self, handlers: list[Any], boundary_errors: BoundaryErrors | None = None) -> None:
         super().__init__(handlers)
         self.transports: set[asyncio.BaseTransport] = set()
+        self.boundary_errors = boundary_errors
+        self._mapping = {
+            name: handler._replace(func=self._contained(name, handler.func))
+            for name, handler in self._mapping.items()
+        }
+
+    def _contained(
+        self, method: str, handle: Callable[[Stream[Any, Any]], Awaitable[None]]
+    ) -> Callable[[Stream[Any, Any]], Awaitable[None]]:
+        async def contained(stream: Stream[Any, Any]) -> None:
+            try:
+                await handle(stream)
+            except _GRPCLIB_HANDLES:
+                raise
+            except Exception as err:
+                with contain("grpc", self.boundary_errors, method=method):
+                    raise
+                raise GRPCError(Status.INTERNAL, f"{type(err).__name__}: {err}") from None
+
+        return contained
 
     def _protocol_factory(self) -> H2Protocol:
         protocol = super()._protocol_factory()
-        made, lost = protocol.connection_made, protocol.connection_lost
+        made, lost, received = protocol.connection_made, protocol.connection_lost, protocol.data_received
         mine: list[asyncio.BaseTransport] = []
 
         def connection_made(transport: asyncio.BaseTransport) -> None:
@@ -212,8 +245,17 @@ class _ClosingServer(Server):
             self.transports.difference_update(mine)
             lost(exc)
 
+        def data_received(data: bytes) -> None:
+            socket = mine[0].get_extra_info("sockname") if mine else None
+            with contain("grpc", self.boundary_errors, socket=socket) as result:
+                received(data)
+            if result.error is not None:
+                for transport in mine:
+                    transport.close()
+
         protocol.connection_made = connection_made  # type: ignore[method-assign]
         protocol.connection_lost = connection_lost  # type: ignore[method-assign]
+        protocol.data_received = data_received  # type: ignore[method-assign]
         return protocol
 
     def close_connections(self) -> None:
@@ -223,7 +265,11 @@ class _ClosingServer(Server):
 
 
 async def serve_sim_cri(
-    sim: SimRuntime, socket_path: str, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    sim: SimRuntime,
+    socket_path: str,
+    *,
+    boundary_errors: BoundaryErrors | None = None,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``sim`` on ``socket_path`` until cancelled; ``started`` once the socket accepts connections.
     Its streaming server (Exec/Attach/PortForward URLs) runs on 127.0.0.1 alongside.
@@ -231,11 +277,12 @@ async def serve_sim_cri(
     On cancellation the server stops accepting, cancels in-flight requests, drops client connections
     (their calls fail as "connection lost"), waits up to ``SHUTDOWN_GRACE`` for handlers to finish and
     removes the socket file. The socket's directory is created if needed; a stale socket is replaced.
+    Failures contained per request, connection or streaming session are counted in ``boundary_errors``.
     """
-    async with open_sim_streaming(sim), open_asyncio_thread() as bridge:
+    async with open_sim_streaming(sim, boundary_errors=boundary_errors), open_asyncio_thread() as bridge:
         await trio.Path(socket_path).parent.mkdir(parents=True, exist_ok=True)
         server = await bridge.run_sync(
-            _ClosingServer, [RuntimeService(sim, bridge), ImageService(sim, bridge)]
+            _ClosingServer, [RuntimeService(sim, bridge), ImageService(sim, bridge)], boundary_errors
         )
         await bridge.call(server.start, path=socket_path)
         try:

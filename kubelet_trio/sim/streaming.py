@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from kubelet_trio.boundary import BoundaryErrors
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.streaming.portforward import Forwarder
@@ -118,9 +119,14 @@ class SimStreamingBackend:
 
 
 @contextlib.asynccontextmanager
-async def open_sim_streaming(sim: SimRuntime, *, idle_timeout: float = 4 * 3600.0) -> AsyncIterator[str]:
-    """Serve ``sim``'s streaming on 127.0.0.1 while the context lasts; yields the base URL."""
-    server = StreamingServer(SimStreamingBackend(sim), idle_timeout=idle_timeout)
+async def open_sim_streaming(
+    sim: SimRuntime, *, idle_timeout: float = 4 * 3600.0, boundary_errors: BoundaryErrors | None = None
+) -> AsyncIterator[str]:
+    """Serve ``sim``'s streaming on 127.0.0.1 while the context lasts; yields the base URL. Sessions that
+    failed are counted in ``boundary_errors``."""
+    server = StreamingServer(
+        SimStreamingBackend(sim), idle_timeout=idle_timeout, boundary_errors=boundary_errors
+    )
     async with trio.open_nursery() as nursery:
         url = await nursery.start(server.run)
         sim.streaming = server

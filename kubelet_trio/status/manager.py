@@ -8,13 +8,13 @@ Anyone can wait for a status to satisfy a predicate (run-once, tests, the HTTP s
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 import trio_util
 
 from kubelet_trio.api import Pod
-from kubelet_trio.api.pod import TERMINAL_PHASES
+from kubelet_trio.api.pod import TERMINAL_PHASES, PodSpec
 from kubelet_trio.api.status import (
     ContainerState,
     ContainerStateTerminated,
@@ -33,17 +33,91 @@ class VersionedStatus:
     version: int
 
 
-def _terminate_container(status: ContainerStatus) -> ContainerStatus:
-    """A container not known to be terminated when its pod ends is reported as gone (Go TerminatePod)."""
-    state = status.state
-    if state is not None and state.terminated is not None:
-        return status
-    terminated = ContainerStateTerminated(
+#: The state Go's ``TerminatePod`` gives a container whose end it never saw.
+_UNKNOWN_AT_TERMINATION = ContainerState(
+    terminated=ContainerStateTerminated(
         exit_code=137,
         reason="ContainerStatusUnknown",
         message="The container could not be located when the pod was terminated",
     )
-    return attrs.evolve(status, state=ContainerState(terminated=terminated), ready=False)
+)
+
+
+def _is_terminated(status: ContainerStatus) -> bool:
+    return status.state is not None and status.state.terminated is not None
+
+
+def _left_waiting(status: ContainerStatus) -> bool:
+    """Evidence of a start: not waiting now (an empty state counts, as Go's ``State.Waiting == nil``), or
+    an earlier instance that terminated."""
+    waiting = status.state is not None and status.state.waiting is not None
+    previous = status.last_state is not None and status.last_state.terminated is not None
+    return not waiting or previous
+
+
+def _exited_zero(state: ContainerState | None) -> bool:
+    return state is not None and state.terminated is not None and state.terminated.exit_code == 0
+
+
+def has_pod_initialized(pod: Pod) -> bool:
+    """Whether ``pod.status`` shows the pod got past its init containers (Go ``hasPodInitialized``).
+
+    Like Go it reads the pod object's own status (what the pod worker last received), not the cache.
+    The sidecar rule (a restartable last init container counts once running and started) is v1.28+.
+    """
+    spec = pod.spec or PodSpec()
+    init_specs = spec.init_containers or ()
+    if not init_specs:
+        return True
+    status = pod.status or PodStatus()
+    if any(_left_waiting(s) for s in status.container_statuses or ()):
+        return True
+    init_statuses = status.init_container_statuses or ()
+    if not init_statuses:
+        return False
+    last = len(init_statuses) - 1
+    # Go ``GetContainerByIndex``: the spec and status at that index must name the same container
+    if last >= len(init_specs) or init_specs[last].name != init_statuses[last].name:
+        return False
+    last_status = init_statuses[last]
+    if init_specs[last].is_sidecar:
+        state = last_status.state
+        return state is not None and state.running is not None and last_status.started is True
+    return _exited_zero(last_status.last_state) or _exited_zero(last_status.state)
+
+
+def initialized_init_containers(statuses: Sequence[ContainerStatus]) -> tuple[ContainerStatus, ...]:
+    """The init statuses up to the last one with evidence of a start (Go ``initializedContainers``): the
+    suffix that never started is left out; with no evidence at all, the first one is kept."""
+    for index in range(len(statuses) - 1, -1, -1):
+        if _left_waiting(statuses[index]):
+            return tuple(statuses[: index + 1])
+    return tuple(statuses[:1])
+
+
+def _unknown_unless_terminated(status: ContainerStatus) -> ContainerStatus:
+    if _is_terminated(status):
+        return status
+    return attrs.evolve(status, state=_UNKNOWN_AT_TERMINATION)  # Go replaces the state only
+
+
+def terminated_container_statuses(pod: Pod, status: PodStatus) -> PodStatus:
+    """``status`` with the containers Go's ``TerminatePod`` (v1.33) reports as gone.
+
+    - Regular containers not terminated become ``ContainerStatusUnknown`` (exit 137), but only once the
+      pod has initialized (:func:`has_pod_initialized`): a pod whose init container failed keeps its
+      never-started containers waiting (``PodInitializing``), the failed init container tells why.
+    - Init containers: those up to the last one that was ever started (:func:`initialized_init_containers`)
+      become ``ContainerStatusUnknown`` unless terminated; the ones after it keep waiting.
+    """
+    containers = status.container_statuses
+    if containers and has_pod_initialized(pod):
+        containers = tuple(map(_unknown_unless_terminated, containers))
+    inits = status.init_container_statuses
+    if inits:
+        started = len(initialized_init_containers(inits))
+        inits = (*map(_unknown_unless_terminated, inits[:started]), *inits[started:])
+    return attrs.evolve(status, container_statuses=containers, init_container_statuses=inits)
 
 
 @attrs.define(eq=False)
@@ -83,17 +157,13 @@ class StatusManager:
         self.version.value += 1
 
     def terminate_pod(self, pod: Pod) -> None:
-        """Final status once a pod's containers are gone: nothing left running or waiting."""
+        """Final status once a pod's containers are gone (Go ``TerminatePod``): containers never seen to
+        end are reported as gone (:func:`terminated_container_statuses`) and the phase becomes terminal
+        (Failed unless already Succeeded or Failed; static pods keep theirs)."""
         entry = self._statuses.get(pod.uid)
         if entry is None:
             return
-        status = entry.status
-        status = attrs.evolve(
-            status,
-            container_statuses=tuple(map(_terminate_container, status.container_statuses or ())) or None,
-            init_container_statuses=tuple(map(_terminate_container, status.init_container_statuses or ()))
-            or None,
-        )
+        status = terminated_container_statuses(pod, entry.status)
         if status.phase not in TERMINAL_PHASES and not pod.is_static:
             status = attrs.evolve(status, phase="Failed")
         self.set_pod_status(pod, status)
@@ -117,4 +187,11 @@ async def wait_for_phase(manager: StatusManager, uid: str, *phases: str) -> PodS
     return await manager.wait_for(uid, lambda s: s.phase in phases)
 
 
-__all__ = ["StatusManager", "VersionedStatus", "wait_for_phase"]
+__all__ = [
+    "StatusManager",
+    "VersionedStatus",
+    "has_pod_initialized",
+    "initialized_init_containers",
+    "terminated_container_statuses",
+    "wait_for_phase",
+]

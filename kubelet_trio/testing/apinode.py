@@ -13,8 +13,8 @@ Static pods are fed through a ``file`` source the caller controls (:meth:`ApiNod
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -34,6 +34,9 @@ from kubelet_trio.nodestatus import MachineInfo
 from kubelet_trio.sim.runtime import SimRuntime
 from kubelet_trio.testing.fakeapi import FakeApi, write_kubeconfig
 from kubelet_trio.testing.node import temporary_root
+
+if TYPE_CHECKING:
+    from kubelet_trio.credentialprovider import PluginProvider
 
 __all__ = ["MACHINE", "ApiNode", "node_ready", "open_api_node", "write_kubeconfig"]
 
@@ -88,13 +91,15 @@ async def open_api_node(
     client: ApiClient | None = None,
     run_sync: RunSync = run_inline,
     options: ApiModeOptions | None = None,
+    credential_providers: Sequence[PluginProvider] = (),
     **config: Any,
 ) -> AsyncIterator[ApiNode]:
     """A node on ``sim`` (default: a new SimRuntime; any Runtime works) talking to ``api`` through its
     in-process transport, or through ``client`` when given (a real connection).
 
     ``config`` is :class:`~kubelet_trio.kubelet.KubeletConfig` fields; ``options`` the registration and
-    reporting settings (default: the pinned :data:`MACHINE`)."""
+    reporting settings (default: the pinned :data:`MACHINE`); ``credential_providers`` the registered
+    credential provider plugins."""
     clock = clock or WallClock()
     sim = sim or SimRuntime(clock=clock, run_sync=run_inline)
     if isinstance(sim, SimRuntime):  # simulated containers cannot see tmpfs mounts
@@ -123,6 +128,7 @@ async def open_api_node(
                 run_sync=run_sync,
                 api_client=client,
                 api_options=options,
+                credential_providers=credential_providers,
             )
             built = await stack.enter_async_context(open_kubelet(kubelet_config, deps))
             assert built.api is not None

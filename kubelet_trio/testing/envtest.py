@@ -123,10 +123,13 @@ def _write_kubeconfig(path: Path, url: str, ca_file: Path, token: str) -> None:
     )
 
 
-def start_envtest(directory: Path, *, extra_args: Sequence[str] = ()) -> EnvtestCluster:
+def start_envtest(
+    directory: Path, *, extra_args: Sequence[str] = (), authorization_mode: str = "AlwaysAllow"
+) -> EnvtestCluster:
     """Start etcd and kube-apiserver from ``directory`` and wait until ``/readyz`` answers 200.
 
-    ``extra_args`` are appended to kube-apiserver's command line (a later flag wins).
+    ``extra_args`` are appended to kube-apiserver's command line (a later scalar flag wins; a list flag
+    such as ``--authorization-mode`` adds to the earlier value, hence its own parameter).
     """
     import trustme
     from cryptography.hazmat.primitives import serialization
@@ -178,7 +181,7 @@ def start_envtest(directory: Path, *, extra_args: Sequence[str] = ()) -> Envtest
         f"--token-auth-file={work / 'tokens.csv'}",
         f"--kubelet-client-certificate={work / 'kubelet-client.crt'}",
         f"--kubelet-client-key={work / 'kubelet-client.key'}",
-        "--authorization-mode=AlwaysAllow",
+        f"--authorization-mode={authorization_mode}",
         "--disable-admission-plugins=ServiceAccount",
         "--service-cluster-ip-range=10.0.0.0/24",
         "--allow-privileged=true",

@@ -16,6 +16,7 @@ from kubelet_trio.api import (
     PodList,
     Quantity,
     default_pod,
+    gojson,
     load_documents,
     parse_manifest,
     read_manifest_file,
@@ -487,3 +488,30 @@ spec:
     assert doc.data["metadata"]["annotations"] == {"app": "x", "1": "one"}
     assert parse_manifest("a: &a [*a]\n", file="x").errors[0].message == "recursive alias"
     assert "NaN" in parse_manifest("kind: Pod\nx: .nan\n", file="x").errors[0].message
+
+
+def test_a_lone_surrogate_escape_decodes_to_the_replacement_character_in_json() -> None:
+    # As Go's encoding/json: the pod is valid and its text encodes (a CRI request, a log line) as UTF-8.
+    text = (
+        '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sur", "annotations": {"x": "a\\ud800b"}},'
+        ' "spec": {"containers": [{"name": "c", "image": "busybox:1.36", "args": ["\\ud83d\\ude00"]}]}}'
+    )
+    result = parse_manifest(text.encode(), file="x")
+    assert not result.errors
+    (pod,) = result.pods
+    assert dict(pod.metadata.annotations or {}) == {"x": "a\ufffdb"}
+    assert pod.spec.containers[0].args == ("\U0001f600",)  # a valid pair stays one character
+
+
+def test_a_surrogate_escape_in_yaml_is_an_error_naming_the_field() -> None:
+    # Go's YAML scanner refuses any escape in the surrogate range, pairs included.
+    text = 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: sur\n  annotations: {x: "a\\ud800b"}\n'
+    (error,) = parse_manifest(text.encode(), file="x").errors
+    assert error.path == ("metadata", "annotations", "x")
+    assert error.message == "found invalid Unicode character escape code"
+
+
+def test_go_json_replaces_lone_surrogates_in_keys_too() -> None:
+    assert gojson.loads(rb'{"\udfff": ["\ud800", 1]}') == {"\ufffd": ["\ufffd", 1]}
+    with pytest.raises(ValueError, match="NaN is not valid JSON"):
+        gojson.loads("[NaN]")

@@ -165,3 +165,19 @@ def test_time_formatting() -> None:
     assert rfc3339_nano(moment.replace(microsecond=0)) == "2024-05-01T12:00:00Z"
     with pytest.raises(ValueError):
         rfc3339(dt.datetime(2024, 5, 1))
+
+
+def test_image_pull_secrets_round_trip() -> None:
+    from kubelet_trio.api import LocalObjectReference
+
+    data = {
+        "containers": [{"name": "a", "image": "i"}],
+        "imagePullSecrets": [{"name": "regcred"}, {"name": ""}],
+    }
+    spec = PodSpec.from_dict(data)
+    assert spec.image_pull_secrets == (LocalObjectReference(name="regcred"), LocalObjectReference(name=""))
+    assert spec.to_dict() == data
+    assert PodSpec.from_dict({"imagePullSecrets": []}).to_dict() == {"imagePullSecrets": []}
+    with pytest.raises(DecodeError) as info:
+        Pod.from_dict({"spec": {"imagePullSecrets": [{"name": 3}]}})
+    assert format_path(info.value.path) == "spec.imagePullSecrets[0].name"

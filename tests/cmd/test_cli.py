@@ -115,9 +115,9 @@ def test_invalid_values_exit_2_naming_key_and_value(tmp_path: Path) -> None:
     assert (
         unknown_flag.returncode == 2 and unknown_flag.stderr == "kubelet-trio: unknown flag: --no-such-flag\n"
     )
-    upstream = run_cli("--pod-manifest-path", "/pods", "--cgroups-per-qos=false")
+    upstream = run_cli("--pod-manifest-path", "/pods", "--cpu-manager-policy=static")
     assert upstream.returncode == 2 and upstream.stderr == (
-        "kubelet-trio: flag --cgroups-per-qos is an upstream kubelet flag not supported by kubelet-trio\n"
+        "kubelet-trio: flag --cpu-manager-policy is an upstream kubelet flag not supported by kubelet-trio\n"
     )
 
 
@@ -140,6 +140,7 @@ def test_help_is_grouped() -> None:
     ]
     assert headings == [
         "Usage",
+        "Commands",
         "configuration",
         "pod sources",
         "container runtime",
@@ -149,6 +150,7 @@ def test_help_is_grouped() -> None:
         "HTTP servers",
         "run-once (--runonce)",
         "logging",
+        "security-relevant, accepted but not enforced",
         "configuration file only",
     ]
     for flag in (
@@ -160,6 +162,27 @@ def test_help_is_grouped() -> None:
     ):
         assert flag in result.stdout
     assert "[staticPodPath]" in result.stdout and "(default 2m0s)" in result.stdout
+
+
+def test_help_lists_every_command() -> None:
+    from kubelet_trio.subcommands import SUBCOMMANDS
+
+    result = run_cli("--help")
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert lines[:3] == [
+        "Usage:",
+        "  kubelet-trio [flags]",
+        "  kubelet-trio COMMAND [args]        (kubelet-trio COMMAND --help for its options)",
+    ]
+    start = lines.index("Commands:") + 1
+    listed = [line.split()[0] for line in lines[start : lines.index("", start)]]
+    assert listed == list(SUBCOMMANDS)
+    assert {"fake-apiserver", "sim-nodes", "shutdown-node"} <= set(listed)
+    # and the usage of kubelet-trio without arguments lists the same
+    bare = run_cli()
+    assert bare.returncode == 2
+    assert all(f"  {name} " in bare.stderr for name in SUBCOMMANDS)
 
 
 def test_version_verbosity_and_bare_booleans(tmp_path: Path) -> None:

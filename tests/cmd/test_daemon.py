@@ -72,6 +72,43 @@ def test_sim_daemon_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert proc.returncode == 0 and took < STOP_WITHIN, (tmp_path / "daemon.log").read_text()
 
 
+def test_max_pods_is_enforced_standalone(tmp_path: Path) -> None:
+    """``--max-pods 2`` and three static pods, no API server: two run, the third is rejected with Go's
+    OutOfpods reason and message, in its status and in the log."""
+    write_manifests(tmp_path / "m", ("web-2", *WEB[1:]), ("web-3", *WEB[1:]))  # and start_daemon's "web"
+    read_only = free_port()
+    proc = start_daemon(
+        tmp_path, "--runtime", "sim", "--hostname-override", "d1", "--max-pods", "2", "--healthz-port", "0",
+        "--read-only-port", str(read_only), "--address", "127.0.0.1",
+    )  # fmt: skip
+    phases: dict[str, tuple[str, str, str]] = {}
+    try:
+
+        def settled() -> bool:
+            items = httpx.get(f"http://127.0.0.1:{read_only}/pods").json()["items"]
+            phases.clear()
+            for item in items:
+                status = item["status"]
+                phases[item["metadata"]["name"]] = (
+                    status.get("phase", ""),
+                    status.get("reason", ""),
+                    status.get("message", ""),
+                )
+            return sorted(phase for phase, _, _ in phases.values()) == ["Failed", "Running", "Running"]
+
+        wait_until(settled, proc, tmp_path)
+    finally:
+        stop(proc)
+    message = "Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2"
+    [(rejected, status)] = [(name, s) for name, s in phases.items() if s[0] == "Failed"]
+    assert status == ("Failed", "OutOfpods", f"Pod was rejected: {message}")
+    assert rejected in {"web-d1", "web-2-d1", "web-3-d1"}
+    lines = [line for line in (tmp_path / "daemon.log").read_text().splitlines() if '"pod rejected"' in line]
+    assert len(lines) == 1 and lines[0].startswith("W")
+    assert f'pod="default/{rejected}"' in lines[0] and 'reason="OutOfpods"' in lines[0]
+    assert f'message="{message}"' in lines[0]
+
+
 async def cri_running(env: LocalCriEnvironment, node: str) -> list[str]:
     return [c.metadata.name for c in await running_containers(env.endpoint, node) if c.metadata]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kubelet_trio.options import OptionsError, load_options, parse_duration
+from kubelet_trio.options import OptionsError, OptionsWarning, load_options, parse_duration
 
 HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 
@@ -80,8 +80,10 @@ def test_unknown_keys_are_named_in_one_warning(tmp_path: Path) -> None:
     )
     _, warnings = load_options(["--config", str(config)])
     assert warnings == [
-        f"--config {config}: ignoring unknown or unsupported configuration keys: "
-        "cpuManagerPolicy, featureGates, logging.options"
+        OptionsWarning(
+            "ignoring unknown or unsupported configuration keys",
+            {"file": str(config), "keys": "cpuManagerPolicy, featureGates, logging.options"},
+        )
     ]
 
 

@@ -102,7 +102,7 @@ def test_logging_format_and_its_alias() -> None:
         (["---v=1"], "bad flag syntax: ---v=1"),
         (["--=1"], "bad flag syntax: --=1"),
         (["--no-such-flag"], "unknown flag: --no-such-flag"),
-        (["--cgroups-per-qos=false"], f"flag --cgroups-per-qos {UNSUPPORTED}"),
+        (["--cpu-manager-policy=static"], f"flag --cpu-manager-policy {UNSUPPORTED}"),
         (["--vmodule", "x=4"], f"flag --vmodule {UNSUPPORTED}"),
         (["--network-plugin=cni"], f"flag --network-plugin {UNSUPPORTED} (removed from the Go kubelet in 1.24)"),  # noqa: E501
         (["--cgroup-driver=v3"], "invalid value 'v3' for --cgroup-driver: expected one of cgroupfs, systemd"),

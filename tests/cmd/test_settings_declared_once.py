@@ -65,6 +65,11 @@ GO_DEFAULTS: dict[str, Any] = {
     "tlsCertFile": "",
     "tlsPrivateKeyFile": "",
     "authentication.x509.clientCAFile": "",
+    "authentication.anonymous.enabled": False,
+    "authentication.webhook.enabled": True,
+    "authorization.mode": "Webhook",
+    "tlsMinVersion": "",
+    "tlsCipherSuites": [],
     "authentication.webhook.cacheTTL": "2m0s",
     "authorization.webhook.cacheAuthorizedTTL": "5m0s",
     "authorization.webhook.cacheUnauthorizedTTL": "30s",
@@ -94,10 +99,20 @@ GO_DEFAULTS: dict[str, Any] = {
 }
 
 #: Keys whose default deliberately differs from Go's v1beta1 default: key -> (Go's default, why).
-DEVIATIONS: dict[str, tuple[Any, str]] = {
-    "authentication.anonymous.enabled": (True, "closed by default (the legacy flag default is true too)"),
-    "authentication.webhook.enabled": (True, "webhooks need API server mode, which is optional here"),
-    "authorization.mode": ("Webhook", "AlwaysAllow, the legacy flag default: API server mode is optional"),
+DEVIATIONS: dict[str, tuple[Any, str]] = {}
+
+#: Go's defaults without a --config file, where they differ from v1beta1's (``applyLegacyDefaults`` in
+#: ``cmd/kubelet/app/options/options.go``): the flags keep their historical defaults.
+LEGACY_FLAG_DEFAULTS: dict[str, Any] = {
+    "authentication.anonymous.enabled": True,
+    "authentication.webhook.enabled": False,
+    "authorization.mode": "AlwaysAllow",
+    "readOnlyPort": 10255,
+}
+#: Legacy flag defaults this kubelet deliberately does not follow: key -> why.
+LEGACY_DEVIATIONS: dict[str, str] = {
+    "authentication.anonymous.enabled": "closed: with AlwaysAllow any peer could run commands in pods",
+    "readOnlyPort": "off, as with a file: an unauthenticated port only when asked for",
 }
 
 #: Flag-only settings: not KubeletConfiguration fields in Go either, or this kubelet's own.
@@ -108,6 +123,8 @@ FLAG_ONLY = {
     "node_labels",
     "root_dir",
     "pod_infra_container_image",
+    "image_credential_provider_config",  # flags in Go 1.33 (KubeletFlags), not configuration keys
+    "image_credential_provider_bin_dir",
     "runonce",
     "runtime",  # cri or sim (this kubelet's)
     "runonce_wait",
@@ -172,25 +189,71 @@ def test_mutable_defaults_are_not_shared() -> None:
     assert second.node_labels == {}
 
 
+@pytest.fixture(scope="module")
+def empty_config_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("config") / "kubelet.yaml"
+    path.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n")
+    return path
+
+
 @pytest.mark.parametrize("setting", [s for s in SETTINGS if s.key], ids=lambda s: s.key)
-def test_defaults_match_the_go_kubelets(setting: Any) -> None:
+def test_defaults_match_the_go_kubelets(setting: Any, empty_config_file: Path) -> None:
+    """A --config file leaving a key out gets Go's v1beta1 default; without a file the flag's default is
+    Go's legacy one where Go has one, else the same."""
     assert (setting.key in GO_DEFAULTS) != (setting.key in DEVIATIONS), "decide: Go's default or a reason"
+    file_default = setting.default if setting.file_default is None else setting.file_default
+    from_file, _ = load_options(["--config", str(empty_config_file)])
+    assert getattr(from_file, setting.dest) == file_default  # nothing in the file is needed to get it
+    flags_only, _ = load_options([])
+    assert getattr(flags_only, setting.dest) == setting.default
     if setting.key in DEVIATIONS:
         go_default, _ = DEVIATIONS[setting.key]
-        assert setting.parse(go_default, True) != setting.default  # still a deviation
+        assert setting.parse(go_default, True) != file_default  # still a deviation
         return
     go_default = GO_DEFAULTS[setting.key]
     parsed = setting.parse(go_default, True) if go_default not in ("", {}, []) else type(setting.default)()
-    assert parsed == setting.default
-    # and nothing in the file or the flags is needed to get it
-    options, _ = load_options([])
-    assert getattr(options, setting.dest) == setting.default
+    assert parsed == file_default
+    if setting.key in LEGACY_FLAG_DEFAULTS:
+        legacy = setting.parse(LEGACY_FLAG_DEFAULTS[setting.key], True)
+        assert (legacy == setting.default) != (setting.key in LEGACY_DEVIATIONS), "Go's or a reason"
+    else:
+        assert setting.default == file_default
+        assert setting.file_default is None  # declared only where Go has two defaults
+
+
+def test_a_config_file_turns_the_webhooks_on_and_flags_still_win(empty_config_file: Path) -> None:
+    options, _ = load_options(["--config", str(empty_config_file)])
+    assert (options.authorization_mode, options.authentication_token_webhook, options.anonymous_auth) == (
+        "Webhook",
+        True,
+        False,
+    )
+    assert {"authorization_mode", "authentication_token_webhook"}.isdisjoint(options.explicit)
+    options, _ = load_options(
+        [
+            "--config",
+            str(empty_config_file),
+            "--authorization-mode=AlwaysAllow",
+            "--authentication-token-webhook=false",
+        ]
+    )
+    assert (options.authorization_mode, options.authentication_token_webhook) == ("AlwaysAllow", False)
+    drop_ins = empty_config_file.parent / "drop-ins"
+    drop_ins.mkdir(exist_ok=True)
+    (drop_ins / "10-port.conf").write_text(empty_config_file.read_text() + "port: 10251\n")
+    options, _ = load_options(["--config-dir", str(drop_ins)])  # drop-ins are not defaulted, as in Go
+    assert (options.port, options.authorization_mode, options.authentication_token_webhook) == (
+        10251,
+        "AlwaysAllow",
+        False,
+    )
 
 
 def test_no_go_default_without_a_setting() -> None:
     keys = {s.key for s in SETTINGS}
     assert set(GO_DEFAULTS) <= keys
     assert set(DEVIATIONS) <= keys
+    assert set(LEGACY_DEVIATIONS) <= set(LEGACY_FLAG_DEFAULTS) <= keys
 
 
 # -- the derived component configurations ---------------------------------------------------------------
@@ -212,6 +275,9 @@ KUBELET_CONFIG = {
     "tls_cert_file": "tls_cert_file",
     "tls_private_key_file": "tls_private_key_file",
     "client_ca_file": "client_ca_file",
+    "tls_min_version": "tls_min_version",
+    "tls_cipher_suites": "tls_cipher_suites",
+    "max_pods": "max_pods",
     "anonymous_auth": "anonymous_auth",
     "authentication_token_webhook": "authentication_token_webhook",
     "authorization_mode": "authorization_mode",
@@ -272,6 +338,8 @@ CHANGED = [
     "--tls-cert-file=/c",
     "--tls-private-key-file=/k",
     "--client-ca-file=/ca",
+    "--tls-min-version=VersionTLS13",
+    "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
     "--anonymous-auth=true",
     "--authentication-token-webhook=true",
     "--authorization-mode=Webhook",
@@ -357,6 +425,7 @@ def test_component_defaults_agree_with_the_declaration() -> None:
     assert (bucket.qps, bucket.burst) == (options.kube_api_qps, options.kube_api_burst)
     config = KubeletConfig(node_name="n")
     embedded_off = {"healthz_port", "read_only_port", "port"}  # 0 = off unless the CLI turns them on
+    embedded_off |= {"max_pods"}  # None: no pod limit unless the CLI sets one (110 by default)
     for field, dest in KUBELET_CONFIG.items():
         if field not in embedded_off:
             assert getattr(config, field) == getattr(options, dest), field

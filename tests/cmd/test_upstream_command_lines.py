@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kubelet_trio.options import OptionsError, load_options
+from kubelet_trio.options import NOT_ENFORCED, OptionsError, load_options
 
 UNSUPPORTED = "is an upstream kubelet flag not supported by kubelet-trio"
 
@@ -142,9 +142,6 @@ NOT_SUPPORTED = {
     "runtime-cgroups",
     "serialize-image-pulls",
     "cpu-cfs-quota",
-    "protect-kernel-defaults",
-    "image-credential-provider-bin-dir",
-    "image-credential-provider-config",
     "vmodule",
     "network-plugin",
     "log-file",
@@ -220,7 +217,8 @@ def test_kubeadm_1_33_drop_in_is_accepted_whole(kubeadm_config: Path) -> None:
     assert options.authentication_token_webhook_cache_ttl == 120
     assert options.pod_manifest_path == "/etc/kubernetes/manifests"
     [warning] = warnings  # what kubelet-trio does not read is named, not fatal
-    assert "cpuManagerReconcilePeriod" in warning and "memorySwap" in warning
+    assert warning.message == "ignoring unknown or unsupported configuration keys"
+    assert "cpuManagerReconcilePeriod" in warning.fields["keys"] and "memorySwap" in warning.fields["keys"]
 
 
 def test_kubeadm_1_23_flags_are_accepted_or_named(kubeadm_config: Path) -> None:
@@ -236,7 +234,11 @@ def test_k3s_agent_flags_are_accepted_or_named() -> None:
     assert {_name(flag) for flag in K3S_ARGS} - {_name(flag) for flag in accepted} == NOT_SUPPORTED - {
         "network-plugin"
     }
-    options, _ = load_options(accepted)  # and all the accepted ones together, with their meaning
+    options, warnings = load_options(accepted)  # and all the accepted ones together, with their meaning
+    # --protect-kernel-defaults=true is security-relevant and not enforced: accepted, named in a warning
+    assert [(w.message, w.fields["setting"], w.fields["value"]) for w in warnings] == [
+        (NOT_ENFORCED, "protectKernelDefaults", True)
+    ]
     assert (options.anonymous_auth, options.authentication_token_webhook, options.fail_swap_on) == (
         False,
         True,

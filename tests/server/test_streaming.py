@@ -226,6 +226,7 @@ async def test_exec_needs_authentication_authorization_and_an_upgrade(tmp_path: 
                     assert (gone.status_code, gone.text) == (404, "pod does not exist\n")
                     run = await client.post("/run/default/p/app", params={"cmd": "echo hi there"})
                     assert (run.status_code, run.text) == (200, "hi there\n")
+                    assert run.headers["content-type"] == "text/plain; charset=utf-8"  # sniffed, as in Go
                     failed = await client.post("/run/default/p/app", params={"cmd": "whoami"})
                     assert failed.status_code == 500
                     assert failed.text.startswith("command 'whoami' exited with 126: sim: no scripted result")

@@ -38,6 +38,8 @@ logger = logging.getLogger(__name__)
 
 PROTOCOL_V4 = "v4.channel.k8s.io"
 STREAM_CREATION_TIMEOUT = 30.0  # Go: DefaultStreamCreationTimeout
+#: Undecoded resize text kept while waiting for the rest of a message; beyond it the stream is garbage.
+MAX_RESIZE_MESSAGE = 4096
 
 
 class ExecError(Exception):
@@ -96,19 +98,42 @@ def _expected(stdin: bool, stdout: bool, stderr: bool, tty: bool) -> set[str]:
     return wanted
 
 
+def _terminal_size(message: Any) -> TerminalSize | None:
+    """A resize message's size (Go decodes it into two ``uint16``), or None if it is not one."""
+    if not isinstance(message, dict):
+        return None
+    width, height = message.get("Width", 0), message.get("Height", 0)
+    for value in (width, height):
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 0xFFFF:
+            return None
+    return TerminalSize(width, height)
+
+
 async def _read_resizes(stream: SpdyStream, size: trio_util.AsyncValue[TerminalSize | None]) -> None:
+    """Follow the client's terminal size. A message that is not a size ends that (as in Go), but the
+    stream is still read to its end, so the session's other streams keep flowing."""
     decoder = json.JSONDecoder()
     buffer = ""
+    broken = False
     while data := await stream.receive_some():
+        if broken:
+            continue
         buffer += data.decode("utf-8", errors="replace")
         while buffer.strip():
             try:
                 message, end = decoder.raw_decode(buffer.lstrip())
-            except ValueError:
-                break  # an incomplete object: wait for more
+            except (ValueError, RecursionError):
+                broken = len(buffer) > MAX_RESIZE_MESSAGE  # else an incomplete object: wait for more
+                break
             buffer = buffer.lstrip()[end:]
-            if isinstance(message, dict):
-                size.value = TerminalSize(int(message.get("Width", 0)), int(message.get("Height", 0)))
+            new = _terminal_size(message)
+            if new is None:
+                broken = True
+                break
+            size.value = new
+        if broken:
+            buffer = ""
+            logger.info("undecodable resize message, ignoring further resizes")
 
 
 async def serve_remote_command(

@@ -9,7 +9,9 @@ SPDY/3.1 upgrade with the negotiated ``X-Stream-Protocol-Version`` and serves th
 (:mod:`~kubelet_trio.cri.streaming.remotecommand`, :mod:`~kubelet_trio.cri.streaming.portforward`).
 WebSocket upgrades are refused with 400, which makes kubectl fall back to SPDY. A session ends when its
 command finishes, the client closes, or nothing moved for ``idle_timeout``; every task it started ends
-with it and its connection is closed.
+with it and its connection is closed. A session that fails any other way (a client's bytes reaching a
+corner of the protocol code, a backend that breaks on them) is that session's alone: contained at the
+``streaming`` boundary (logged once, counted in ``boundary_errors``) and closed, and the server goes on.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Protocol
 import attrs
 import trio
 
+from kubelet_trio.boundary import BoundaryErrors, contain
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.streaming.portforward import PROTOCOL_V1, Forwarder, serve_port_forward
@@ -85,6 +88,8 @@ class StreamingServer:
     base_url: str = ""
     #: Sessions being served right now (for tests: all end with their connection).
     active: int = 0
+    #: Where sessions that failed are counted (None: only logged).
+    boundary_errors: BoundaryErrors | None = None
     _cache: dict[str, tuple[float, Cached]] = attrs.Factory(dict)
 
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
@@ -101,7 +106,8 @@ class StreamingServer:
             ]
         )
         async with trio.open_nursery() as nursery:
-            await nursery.start(HttpServer(app).run, listeners)
+            server = HttpServer(app, errors=self.boundary_errors, log_path=_without_token)
+            await nursery.start(server.run, listeners)
             task_status.started(self.base_url)
 
     # -- the CRI side ------------------------------------------------------------------------------
@@ -172,6 +178,16 @@ class StreamingServer:
 
     async def _session(self, stream: trio.abc.Stream, protocol: str, cached: Cached) -> None:
         self.active += 1
+        target = cached.pod_sandbox_id if isinstance(cached, pb.PortForwardRequest) else cached.container_id
+        try:
+            with contain("streaming", self.boundary_errors, kind=_KINDS[type(cached)], target=target):
+                await self._run_session(stream, protocol, cached)
+        finally:
+            self.active -= 1
+            with trio.move_on_after(1, shield=True):
+                await trio.aclose_forcefully(stream)
+
+    async def _run_session(self, stream: trio.abc.Stream, protocol: str, cached: Cached) -> None:
         limit = self.idle_timeout if self.idle_timeout > 0 else math.inf
         try:
             await stream.send_all(
@@ -190,12 +206,8 @@ class StreamingServer:
                 with trio.move_on_after(1):
                     await connection.goaway()
                 nursery.cancel_scope.cancel()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
-            pass
-        finally:
-            self.active -= 1
-            with trio.move_on_after(1, shield=True):
-                await trio.aclose_forcefully(stream)
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
+            pass  # the client went away (from the session's nursery, so in a group)
 
     async def _serve(self, connection: SpdyConnection, cached: Cached) -> None:
         if isinstance(cached, pb.ExecRequest):
@@ -240,3 +252,8 @@ class _IdleStream(trio.abc.Stream):
 
     async def aclose(self) -> None:
         await self.stream.aclose()
+
+
+def _without_token(path: str) -> str:
+    """``/exec/<token>`` as logged: a token is a session's only credential."""
+    return path.rpartition("/")[0] + "/<token>"

@@ -37,6 +37,8 @@ MAX_FRAME = 1 << 24  # the 24-bit length field's limit
 DATA_CHUNK = 32 * 1024
 #: Frames buffered per stream before the reader waits for the stream's consumer.
 STREAM_BUFFER = 64
+#: The largest header block a SYN_STREAM may inflate to (a few headers name a stream's role).
+MAX_HEADER_BLOCK = 1 << 20
 
 
 class SpdyError(Exception):
@@ -191,12 +193,16 @@ class SpdyConnection:
                 stream._end_remote()
             self._new.send_nowait(stream)
         elif kind == RST_STREAM:
+            if len(payload) < 8:
+                raise SpdyError("short RST_STREAM")
             stream_id = struct.unpack_from(">I", payload)[0] & 0x7FFFFFFF
             found = self.streams.get(stream_id)
             if found is not None:
                 found._end_remote()
                 found.local_closed = True
         elif kind == PING:
+            if len(payload) < 4:
+                raise SpdyError("short PING")
             await self._send(struct.pack(">HHI", 0x8000 | VERSION, PING, 4) + payload[:4])
         elif kind == GOAWAY:
             raise trio.ClosedResourceError("client sent GOAWAY")
@@ -216,9 +222,12 @@ class SpdyConnection:
 
     def _inflate(self, block: bytes) -> bytes:
         try:
-            return self._decompressor.decompress(block)
+            inflated = self._decompressor.decompress(block, MAX_HEADER_BLOCK)
         except zlib.error as err:
             raise SpdyError(f"header block does not inflate: {err}") from None
+        if self._decompressor.unconsumed_tail:
+            raise SpdyError(f"header block inflates to more than {MAX_HEADER_BLOCK} bytes")
+        return inflated
 
     def _deflate(self, headers: Mapping[str, Sequence[str]]) -> bytes:
         return self._compressor.compress(encode_headers(headers)) + self._compressor.flush(zlib.Z_SYNC_FLUSH)

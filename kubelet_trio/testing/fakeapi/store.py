@@ -14,6 +14,11 @@ RuntimeClasses (``node.k8s.io/v1``, cluster-scoped) are validated as the API ser
 required, an RFC 1123 label, immutable), and a pod created with a ``runtimeClassName`` gets the class's
 ``overhead.podFixed`` as ``spec.overhead`` (the RuntimeClass admission plugin; a class that does not exist
 is no error at creation, a conflicting overhead is 403).
+
+Of the ServiceAccount admission plugin, a pod created without ``imagePullSecrets`` (and not a mirror pod)
+gets those of its service account (``spec.serviceAccountName``, else ``default``) when that account
+exists; the rest of the plugin (defaulting the account name, refusing a missing account, the token
+volume) is not done here. A Secret created without a ``type`` is ``Opaque``, as the API server defaults it.
 """
 
 from __future__ import annotations
@@ -273,6 +278,17 @@ class FakeStore:
             )
         spec["overhead"] = copy.deepcopy(fixed)
 
+    def _apply_service_account_pull_secrets(self, pod: Obj, namespace: str) -> None:
+        """The ServiceAccount admission plugin's ``imagePullSecrets``: the account's, when the pod has none
+        (a mirror pod is never changed)."""
+        meta, spec = pod["metadata"], pod.setdefault("spec", {})
+        if "kubernetes.io/config.mirror" in (meta.get("annotations") or {}) or spec.get("imagePullSecrets"):
+            return
+        account = self._table("serviceaccounts").get((namespace, spec.get("serviceAccountName") or "default"))
+        refs = [{"name": ref.get("name", "")} for ref in (account or {}).get("imagePullSecrets") or ()]
+        if refs:
+            spec["imagePullSecrets"] = refs
+
     def _record(self, change: Change) -> None:
         self._history.append(change)
         while len(self._history) > self.history_limit:
@@ -329,8 +345,11 @@ class FakeStore:
             except EphemeralContainersInvalid as err:
                 raise FakeApiError(422, "Invalid", str(err)) from None
             self._apply_runtime_class(obj)
+            self._apply_service_account_pull_secrets(obj, key[0])
             obj = default_pod(Pod.from_dict(obj)).to_dict()
             obj["status"] = {"phase": "Pending"}
+        if resource == "secrets":
+            obj["type"] = obj.get("type") or "Opaque"
         if resource == "runtimeclasses":
             _validate_runtime_class(obj, None)
         if resource == "certificatesigningrequests":
