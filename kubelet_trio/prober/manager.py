@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 import attrs
 import trio
 
+from kubelet_trio.aiobridge import open_lazy_asyncio_thread
 from kubelet_trio.api import Container, Pod
 from kubelet_trio.api.status import PodStatus as ApiPodStatus
 from kubelet_trio.api.timefmt import parse_rfc3339
@@ -87,9 +88,12 @@ class ProbeManager:
         self._send, self.updates = trio.open_memory_channel[ProbeUpdate](UPDATES_CAPACITY)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the workers; one HTTP client and one asyncio thread (gRPC probes, started at the first)
+        serve all their probes and are closed once the workers have ended."""
         self.started_at = trio.current_time()
-        async with open_shared_client() as client:
+        async with open_shared_client() as client, open_lazy_asyncio_thread() as asyncio_thread:
             self.prober.http_client = client
+            self.prober.asyncio_thread = asyncio_thread
             try:
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
@@ -98,6 +102,7 @@ class ProbeManager:
             finally:
                 self._nursery = None
                 self.prober.http_client = None
+                self.prober.asyncio_thread = None
 
     # -- what workers use ---------------------------------------------------------------------------
 

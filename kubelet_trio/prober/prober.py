@@ -14,6 +14,7 @@ from collections.abc import Callable
 import attrs
 import trio
 
+from kubelet_trio.aiobridge import LazyAsyncioThread
 from kubelet_trio.api import Container, Pod, Probe
 from kubelet_trio.container.expansion import expand_command_only_static
 from kubelet_trio.cri.runtime import RuntimeService
@@ -63,6 +64,7 @@ class Prober:
     runtime: RuntimeService
     events: PodEvent | None = None
     http_client: SharedClient | None = None  # the manager's while it runs; else one per request
+    asyncio_thread: LazyAsyncioThread | None = None  # the manager's while it runs; else one per gRPC probe
     host_override: str | None = None
 
     def _event(self, pod: Pod, type_: str, reason: str, message: str) -> None:
@@ -139,7 +141,8 @@ class Prober:
             from kubelet_trio.prober.probe.grpc import grpc_probe, grpc_timeout_output  # grpclib, asyncio
 
             port = resolve_container_port(spec.grpc.port, container)
+            bridge = self.asyncio_thread.get() if self.asyncio_thread is not None else None
             with trio.move_on_after(timeout):
-                return await grpc_probe(self._host(None, pod_ip), port, spec.grpc.service or "")
+                return await grpc_probe(self._host(None, pod_ip), port, spec.grpc.service or "", bridge)
             return Result.FAILURE, grpc_timeout_output(timeout)
         raise ProbeError("missing probe handler")

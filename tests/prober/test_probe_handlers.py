@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import AsyncIterator
 
 import pytest
@@ -201,6 +202,49 @@ async def test_grpc_probe() -> None:
             assert result is Result.FAILURE and "does not implement the grpc health protocol" in output
         result, output = await grpc_probe("127.0.0.1", closed_port(), "")
         assert result is Result.FAILURE and output.startswith("error: failed to connect service at")
+
+
+async def test_grpc_probes_share_the_probe_managers_asyncio_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many gRPC probes, one asyncio thread: started at the first probe, joined when the manager stops."""
+    from kubelet_trio import aiobridge
+    from kubelet_trio.api import Pod
+    from kubelet_trio.prober import ProbeManager
+    from kubelet_trio.prober.results import ProbeKind, ProbeResult
+    from kubelet_trio.sim.runtime import SimRuntime
+
+    started: list[aiobridge.AsyncioThread] = []
+
+    class Counted(aiobridge.AsyncioThread):
+        def __init__(self, nursery: trio.Nursery) -> None:
+            super().__init__(nursery)
+            started.append(self)
+
+    pod = Pod.from_dict({"metadata": {"name": "p", "namespace": "ns", "uid": "u"}})
+    manager = ProbeManager(runtime=SimRuntime(), status_provider=lambda uid: None)
+    with trio.fail_after(20):
+        async with grpc_server([_Health({"": SERVING})]) as port:
+            monkeypatch.setattr(aiobridge, "AsyncioThread", Counted)  # the server's bridge is not counted
+            container = Container.from_dict({"name": "app", "livenessProbe": {"grpc": {"port": port}}})
+            results: list[ProbeResult] = []
+
+            async def probe() -> None:
+                results.append(
+                    await manager.prober.probe(ProbeKind.LIVENESS, pod, container, "cid", "127.0.0.1")
+                )
+
+            async with trio.open_nursery() as nursery:
+                await nursery.start(manager.run)
+                assert started == []  # no thread before the first gRPC probe
+                async with trio.open_nursery() as probes:
+                    for _ in range(5):
+                        probes.start_soon(probe)
+                await probe()
+                assert results == [ProbeResult.SUCCESS] * 6
+                [bridge] = started
+                thread = await bridge.run_sync(threading.current_thread)
+                assert thread.is_alive()
+                nursery.cancel_scope.cancel()
+            assert not thread.is_alive()
 
 
 def test_health_messages_round_trip() -> None:

@@ -1,9 +1,10 @@
 """gRPC probes: ``grpc.health.v1.Health/Check`` (Go: ``pkg/probe/grpc``).
 
-grpclib is asyncio-only, so each check runs on a short-lived asyncio loop of its own thread
-(:mod:`kubelet_trio.aiobridge`), started only when a gRPC probe runs. The two health messages are encoded by
-hand (:mod:`kubelet_trio.prober.probe.health`) through a tiny grpclib codec, so no protobuf runtime is
-needed. The Trio deadline is the authoritative timeout (grpclib measures its own on the wall clock).
+grpclib is asyncio-only, so each check runs on an asyncio loop on a thread of its own
+(:mod:`kubelet_trio.aiobridge`): the probe manager's, shared by all its probes and started at the first
+gRPC probe, or else one for the single check. The two health messages are encoded by hand
+(:mod:`kubelet_trio.prober.probe.health`) through a tiny grpclib codec, so no protobuf runtime is needed.
+The Trio deadline is the authoritative timeout (grpclib measures its own on the wall clock).
 """
 
 from __future__ import annotations
@@ -92,7 +93,12 @@ async def _probe_in_loop(bridge: AsyncioThread, host: str, port: int, service: s
     return Result.SUCCESS, "service healthy"
 
 
-async def grpc_probe(host: str, port: int, service: str) -> tuple[Result, str]:
-    """One ``Check``; the caller's deadline (the probe timeout) bounds it."""
-    async with open_asyncio_thread() as bridge:
+async def grpc_probe(
+    host: str, port: int, service: str, bridge: AsyncioThread | None = None
+) -> tuple[Result, str]:
+    """One ``Check`` on ``bridge``, or on a thread started for it (a thread per probe is what the manager's
+    shared one avoids); the caller's deadline (the probe timeout) bounds it."""
+    if bridge is not None:
         return await _probe_in_loop(bridge, host, port, service)
+    async with open_asyncio_thread() as own:
+        return await _probe_in_loop(own, host, port, service)

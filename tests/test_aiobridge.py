@@ -1,0 +1,123 @@
+"""The asyncio thread bridge: results and cancellation in both directions (real threads, real clock)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+import trio
+import trio.lowlevel
+
+from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread, open_lazy_asyncio_thread
+
+
+async def _outcome(task: asyncio.Task[object]) -> str:
+    """How an asyncio task ended, awaited on the loop."""
+    await asyncio.wait({task})
+    if task.cancelled():
+        return "cancelled"
+    return f"raised {task.exception()!r}" if task.exception() else f"returned {task.result()!r}"
+
+
+async def _start(bridge: AsyncioThread, coro: object) -> asyncio.Task[object]:
+    return await bridge.run_sync(bridge.loop.create_task, coro)
+
+
+async def test_results_and_errors_cross_both_ways() -> None:
+    async def double(x: int) -> int:
+        await trio.lowlevel.checkpoint()
+        return 2 * x
+
+    async def fail() -> None:
+        raise ValueError("no")
+
+    async def from_asyncio(bridge: AsyncioThread) -> tuple[int, str]:
+        try:
+            await bridge.to_trio(fail)
+        except ValueError as err:
+            return await bridge.to_trio(double, 21), str(err)
+        raise AssertionError("to_trio did not raise")
+
+    with trio.fail_after(10):
+        async with open_asyncio_thread() as bridge:
+            assert await bridge.call(from_asyncio, bridge) == (42, "no")
+            assert await bridge.run_sync(threading.current_thread) is not threading.current_thread()
+
+
+async def test_a_cancelled_asyncio_awaiter_cancels_the_trio_side() -> None:
+    """The handler's task is cancelled (a client went away): the Trio work it awaited is cancelled, and
+    has ended by the time the handler's task has."""
+    entered = trio.Event()
+    seen: list[str] = []
+
+    async def trio_side() -> None:
+        entered.set()
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            seen.append("trio cancelled")
+            raise
+        finally:
+            seen.append("trio finally")
+
+    async def handler(bridge: AsyncioThread) -> None:
+        try:
+            await bridge.to_trio(trio_side)
+        finally:
+            seen.append("asyncio finally")
+
+    with trio.fail_after(10):
+        async with open_asyncio_thread() as bridge:
+            task = await _start(bridge, handler(bridge))
+            await entered.wait()
+            await bridge.run_sync(task.cancel)
+            assert await bridge.call(_outcome, task) == "cancelled"
+            assert seen == ["trio cancelled", "trio finally", "asyncio finally"]
+
+
+async def test_a_cancelled_trio_side_cancels_the_asyncio_future() -> None:
+    """The bridge's owner is cancelled under an asyncio handler awaiting Trio work: the Trio work ends
+    cancelled and the handler's future with it, while the loop still runs (the handler's CancelledError
+    is not the loop's shutdown cancelling its task, which would count in ``cancelling()``)."""
+    entered = trio.Event()
+    seen: list[object] = []
+
+    async def trio_side() -> None:
+        entered.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            seen.append("trio finally")
+
+    async def handler(bridge: AsyncioThread) -> None:
+        try:
+            await bridge.to_trio(trio_side)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            assert task is not None
+            seen.append(("asyncio cancelled", task.cancelling()))
+            raise
+
+    with trio.fail_after(10):
+        with trio.CancelScope() as owner:
+            async with open_asyncio_thread() as bridge:
+                task = await _start(bridge, handler(bridge))
+                await entered.wait()
+                owner.cancel()
+                await trio.sleep_forever()
+    assert task.cancelled()
+    assert seen == ["trio finally", ("asyncio cancelled", 0)]
+
+
+async def test_lazy_thread_starts_at_first_use_and_is_joined_on_exit() -> None:
+    with trio.fail_after(10):
+        async with open_lazy_asyncio_thread() as lazy:
+            assert not lazy.started
+            bridge = lazy.get()
+            assert lazy.get() is bridge
+            thread = await bridge.run_sync(threading.current_thread)
+            assert thread.is_alive()
+        assert not thread.is_alive()
+        with pytest.raises(RuntimeError):
+            lazy.get()
