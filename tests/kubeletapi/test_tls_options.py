@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import httpx
@@ -14,14 +15,30 @@ import trio
 import trustme
 
 from kubelet_trio.cliflag import CIPHER_SUITES, TLS_VERSIONS
+from kubelet_trio.kubelet import KubeletConfig
 from kubelet_trio.logs import record_fields
 from kubelet_trio.options import OptionsError, component_configs, load_options
 from kubelet_trio.server.serve import kubelet_api_ssl_context
-from kubelet_trio.testing.node import open_sim_node
+from kubelet_trio.testing.node import SimNode, open_sim_node
 from kubelet_trio.testing.registry import free_port
 from tests.kubeletapi.test_kubelet_api import NODE, server_files
 
 HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+
+
+def open_tls_node(config: KubeletConfig) -> AbstractAsyncContextManager[SimNode]:
+    """A simulated node serving the Kubelet API with ``config``'s address, files and TLS settings."""
+    return open_sim_node(
+        NODE,
+        port=config.port,
+        address=config.address,
+        root_dir=config.root_dir,
+        tls_cert_file=config.tls_cert_file,
+        tls_private_key_file=config.tls_private_key_file,
+        client_ca_file=config.client_ca_file,
+        tls_min_version=config.tls_min_version,
+        tls_cipher_suites=config.tls_cipher_suites,
+    )
 
 
 def client_context(
@@ -71,16 +88,7 @@ async def test_tls_min_version_13_refuses_a_tls_12_client(tmp_path: Path) -> Non
     config = component_configs(options).kubelet
     assert config.tls_min_version == "VersionTLS13"
     with trio.fail_after(30):
-        async with open_sim_node(
-            NODE,
-            port=config.port,
-            address=config.address,
-            root_dir=config.root_dir,
-            tls_cert_file=config.tls_cert_file,
-            tls_private_key_file=config.tls_private_key_file,
-            client_ca_file=config.client_ca_file,
-            tls_min_version=config.tls_min_version,
-        ) as node:
+        async with open_tls_node(config) as node:
             url = node.kubelet.http_urls["api"]
             with pytest.raises(httpx.ConnectError):  # the handshake fails: no common protocol version
                 await healthz(url, client_context(ca, alice, maximum=ssl.TLSVersion.TLSv1_2))
@@ -95,15 +103,7 @@ async def test_the_default_floor_is_tls_12(tmp_path: Path) -> None:
     config = component_configs(load_options(node_flags(tmp_path, ca))[0]).kubelet
     assert config.tls_min_version == ""
     with trio.fail_after(30):
-        async with open_sim_node(
-            NODE,
-            port=config.port,
-            address=config.address,
-            root_dir=config.root_dir,
-            tls_cert_file=config.tls_cert_file,
-            tls_private_key_file=config.tls_private_key_file,
-            client_ca_file=config.client_ca_file,
-        ) as node:
+        async with open_tls_node(config) as node:
             url = node.kubelet.http_urls["api"]
             response = await healthz(url, client_context(ca, alice, maximum=ssl.TLSVersion.TLSv1_2))
             assert response.status_code == 200
@@ -124,16 +124,7 @@ async def test_cipher_suites_limit_tls_12(tmp_path: Path, caplog: pytest.LogCapt
         "TLS_RSA_WITH_AES_128_GCM_SHA256",
     )
     with trio.fail_after(30):
-        async with open_sim_node(
-            NODE,
-            port=config.port,
-            address=config.address,
-            root_dir=config.root_dir,
-            tls_cert_file=config.tls_cert_file,
-            tls_private_key_file=config.tls_private_key_file,
-            client_ca_file=config.client_ca_file,
-            tls_cipher_suites=config.tls_cipher_suites,
-        ) as node:
+        async with open_tls_node(config) as node:
             url = node.kubelet.http_urls["api"]
             tls12 = ssl.TLSVersion.TLSv1_2
             allowed = client_context(ca, alice, maximum=tls12, ciphers="ECDHE-ECDSA-AES256-GCM-SHA384")
@@ -223,16 +214,7 @@ async def test_tls_13_with_cipher_suites_gets_go_s_warning(
     flags = node_flags(tmp_path, ca, "--tls-min-version=VersionTLS13", suites)
     config = component_configs(load_options(flags)[0]).kubelet
     with trio.fail_after(30):
-        async with open_sim_node(
-            NODE,
-            port=config.port,
-            address=config.address,
-            root_dir=config.root_dir,
-            tls_cert_file=config.tls_cert_file,
-            tls_private_key_file=config.tls_private_key_file,
-            tls_min_version=config.tls_min_version,
-            tls_cipher_suites=config.tls_cipher_suites,
-        ):
+        async with open_tls_node(config):
             pass
     messages = [r.getMessage() for r in caplog.records]
     assert "Warning: TLS 1.3 cipher suites are not configurable, ignoring --tls-cipher-suites" in messages
