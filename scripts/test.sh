@@ -37,11 +37,23 @@ rm -rf "$py314" && mkdir -p "$py314"
   fi
 ) &
 py314_pid=$!
+# critest (cri-tools' CRI validation suite) against sim-cri takes minutes: alongside too, out of the main run.
+critest_log=${TMPDIR:-/tmp}/kubelet-trio-critest.log
+"$PYTHON" -m pytest -q -p no:cacheprovider -m critest tests/critest >"$critest_log" 2>&1 &
+critest_pid=$!
 set +e
-"$PYTHON" -m pytest "$@"
+"$PYTHON" -m pytest --ignore=tests/critest "$@"
 status=$?
+wait "$critest_pid"
+critest_status=$?
 wait "$py314_pid"
 set -e
+echo "test.sh: critest: $(tail -n 1 "$critest_log")"
+if [ "$critest_status" -ne 0 ]; then
+  echo "test.sh: critest tier FAILED ($critest_log):" >&2
+  tail -n 40 "$critest_log" >&2
+  status=1
+fi
 case "$(cat "$py314/rc")" in
   0) echo "test.sh: Python 3.14: $(tail -n 1 "$py314/pytest.log")" ;;
   unavailable)

@@ -84,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="REF",
         help="image present without a pull (repeatable)",
     )
+    parser.add_argument(
+        "--idempotent-stops",
+        action="store_true",
+        help="StopContainer/StopPodSandbox of an unknown id succeed, as the CRI asks and containerd 1.7+ "
+        "answers (default: NotFound, as containerd 1.6)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log every CRI call")
     return parser
 
@@ -109,6 +115,7 @@ def main(argv: list[str]) -> int:
         image_behaviours=dict(args.image_behaviour),
         pull_delay=args.pull_delay,
         preloaded_images=args.preload,
+        stop_missing_ok=args.idempotent_stops,
     )
     failures: list[BaseException] = []
     try:

@@ -3,6 +3,12 @@
 References are normalized the way containerd's CRI does (``busybox`` → ``docker.io/library/busybox:latest``)
 so that a pull, a status lookup and a container create agree on which image they mean, whichever
 spelling (or image id) the caller used.
+
+Identity is by content, as in a registry: the same repository path and tag pulled from two registries
+(``registry.k8s.io/pause:3.9``, ``k8s.gcr.io/pause:3.9``) is one image with two tags, and so are the tags
+``_SAME_CONTENT`` lists (critest pushes one image under several tags). Removing an image by any of its
+references removes all of them. What an image's config says (user, default command) comes from
+``_CONFIGS``: the images critest and the e2e suites use; anything else is a busybox-like image run as root.
 """
 
 from __future__ import annotations
@@ -55,6 +61,70 @@ def normalize(ref: str) -> str:
     return str(parse_ref(ref))
 
 
+@attrs.frozen
+class ImageConfig:
+    """The parts of an image's config the simulator uses: its ``User``, its default command, and the
+    users and groups its ``/etc/passwd`` and ``/etc/group`` define."""
+
+    user: str = ""
+    entrypoint: tuple[str, ...] = ()
+    cmd: tuple[str, ...] = ("sh",)
+    users: Mapping[str, int] = attrs.field(factory=lambda: {"root": 0})
+    #: uid -> the groups /etc/group puts that user in (besides its primary group)
+    member_of: Mapping[int, tuple[int, ...]] = attrs.field(factory=dict)
+
+    @property
+    def uid_and_name(self) -> tuple[int | None, str]:
+        """What ImageStatus reports: a numeric ``User`` as uid, else the user name."""
+        user = self.user.partition(":")[0]
+        if not user:
+            return None, ""
+        return (int(user), "") if user.isdigit() else (None, user)
+
+
+_BUSYBOX_USERS = {"root": 0, "daemon": 1, "www-data": 33, "nobody": 65534}
+_NGINX = ImageConfig(entrypoint=("nginx",), cmd=("-g", "daemon off;"))
+_CONFIGS: dict[str, ImageConfig] = {
+    "k8s-staging-cri-tools/test-image-user-uid": ImageConfig(user="1002", users=_BUSYBOX_USERS),
+    "k8s-staging-cri-tools/test-image-user-username": ImageConfig(user="www-data", users=_BUSYBOX_USERS),
+    "k8s-staging-cri-tools/test-image-user-uid-group": ImageConfig(user="1003:users", users=_BUSYBOX_USERS),
+    "k8s-staging-cri-tools/test-image-user-username-group": ImageConfig(
+        user="www-data:www-data", users=_BUSYBOX_USERS
+    ),
+    "k8s-staging-cri-tools/test-image-predefined-group": ImageConfig(
+        user="1000", users={**_BUSYBOX_USERS, "user1": 1000}, member_of={1000: (50000,)}
+    ),
+    "e2e-test-images/nginx": _NGINX,
+    "library/nginx": _NGINX,
+    "e2e-test-images/httpd": ImageConfig(cmd=("httpd-foreground",)),
+    "library/httpd": ImageConfig(cmd=("httpd-foreground",)),
+    "pause": ImageConfig(cmd=("/pause",)),
+}
+_SAME_CONTENT = ("k8s-staging-cri-tools/test-image-tags",)
+
+
+def _path(repository: str) -> str:
+    """The repository without its registry host."""
+    return repository.partition("/")[2]
+
+
+def image_config(ref: str) -> ImageConfig:
+    path = _path(parse_ref(ref).repository)
+    for key, config in _CONFIGS.items():
+        if path == key or path.endswith("/" + key):
+            return config
+    return ImageConfig(users=_BUSYBOX_USERS)
+
+
+def _content_key(parsed: ImageRef) -> str:
+    path = _path(parsed.repository)
+    if parsed.digest:
+        return f"{path}@{parsed.digest}"
+    if path in _SAME_CONTENT:
+        return path
+    return f"{path}:{parsed.tag}"
+
+
 def _has_tag_or_digest(ref: str) -> bool:
     return "@" in ref or ":" in ref.rpartition("/")[2]
 
@@ -65,34 +135,51 @@ def _sha256(text: str) -> str:
 
 @attrs.frozen
 class SimImage:
-    """One image: id ``sha256:<sha256 of the normalized ref>``, one tag or digest, a plausible size."""
+    """One image: id ``sha256:<sha256 of its content key>``, its tags and digests, a plausible size."""
 
     id: str
     repo_tags: tuple[str, ...]
     repo_digests: tuple[str, ...]
     size: int
+    config: ImageConfig = ImageConfig()
 
     @classmethod
     def for_ref(cls, ref: str) -> SimImage:
         parsed = parse_ref(ref)
+        key = _content_key(parsed)
+        return cls(
+            id=f"sha256:{_sha256(key)}",
+            repo_tags=(),
+            repo_digests=(),
+            size=IMAGE_SIZE_BASE + int(_sha256(f"manifest:{key}")[:4], 16),
+            config=image_config(ref),
+        ).with_ref(ref)
+
+    def with_ref(self, ref: str) -> SimImage:
+        """The same image also known as ``ref`` (a tag, or a digest of its repository)."""
+        parsed = parse_ref(ref)
         normalized = str(parsed)
-        digest_hex = _sha256(f"manifest:{normalized}")
         if parsed.digest:
-            tags: tuple[str, ...] = ()
-            digests = (normalized,)
+            tags, digest = self.repo_tags, normalized
         else:
-            tags = (normalized,)
-            digests = (f"{parsed.repository}@sha256:{digest_hex}",)
-        size = IMAGE_SIZE_BASE + int(digest_hex[:4], 16)
-        return cls(id=f"sha256:{_sha256(normalized)}", repo_tags=tags, repo_digests=digests, size=size)
+            tags = self.repo_tags if normalized in self.repo_tags else (*self.repo_tags, normalized)
+            digest = f"{parsed.repository}@sha256:{_sha256(f'manifest:{self.id}')}"
+        digests = self.repo_digests if digest in self.repo_digests else (*self.repo_digests, digest)
+        return attrs.evolve(self, repo_tags=tags, repo_digests=digests)
 
     @property
     def refs(self) -> tuple[str, ...]:
         return self.repo_tags + self.repo_digests
 
     def to_pb(self) -> pb.Image:
+        uid, username = self.config.uid_and_name
         return pb.Image(
-            id=self.id, repo_tags=list(self.repo_tags), repo_digests=list(self.repo_digests), size=self.size
+            id=self.id,
+            repo_tags=list(self.repo_tags),
+            repo_digests=list(self.repo_digests),
+            size=self.size,
+            uid=pb.Int64Value(value=uid) if uid is not None else None,
+            username=username,
         )
 
 
@@ -103,7 +190,11 @@ class ImageStore:
     _images: dict[str, SimImage] = attrs.Factory(dict)
 
     def add(self, ref: str) -> SimImage:
-        image = self.find(ref) or SimImage.for_ref(ref)
+        image = self.find(ref)
+        if image is None:
+            new = SimImage.for_ref(ref)
+            present = self._images.get(new.id)
+            image = present.with_ref(ref) if present is not None else new
         self._images[image.id] = image
         return image
 

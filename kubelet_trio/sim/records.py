@@ -15,6 +15,7 @@ import trio
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.sim.images import SimImage
 from kubelet_trio.sim.script import Behaviour
+from kubelet_trio.sim.shell import View
 
 SIGKILL_EXIT = 137  # 128 + SIGKILL
 SIGTERM_EXIT = 143  # 128 + SIGTERM
@@ -98,6 +99,12 @@ class ContainerRecord:
     forced_exit: Exit | None = None
     starting: bool = False
     terminated: trio.Event = attrs.Factory(trio.Event)
+    #: False when no script chose the behaviour: its command then decides it (:mod:`kubelet_trio.sim.shell`).
+    scripted: bool = True
+    argv: tuple[str, ...] = ()
+    view: View | None = None
+    pid: int = 0
+    repeats_written: int = 0  # how many periods of ``behaviour.repeat`` are in the log
 
     @property
     def metadata(self) -> pb.ContainerMetadata:
@@ -109,7 +116,8 @@ class ContainerRecord:
         code = self.behaviour.exit_code
         if self.started_ns is None or code is None:
             return None
-        return Exit(self.started_ns + self.behaviour.exit_after_ns, code, exit_reason(code))
+        reason = self.behaviour.exit_reason or exit_reason(code)
+        return Exit(self.started_ns + self.behaviour.exit_after_ns, code, reason)
 
     def exit_at(self, now_ns: int) -> Exit | None:
         if self.forced_exit is not None:

@@ -7,7 +7,14 @@ Containers follow behaviour scripts (:mod:`kubelet_trio.sim.script`) chosen per 
 2. ``image_behaviours`` given to the constructor, matched by exact image reference (any spelling:
    ``busybox`` = ``docker.io/library/busybox:latest``, or the image id), then by a key without tag or
    digest matching any tag of that repository, else
-3. ``run``.
+3. the container's command and args, interpreted by a small shell (:mod:`kubelet_trio.sim.shell`):
+   ``sh -c 'echo hi; exit 3'`` prints and exits 3, ``sleep 3600`` runs, a ``while`` loop that echoes and
+   sleeps logs a line every period; a program the shell does not know, or no command, means
+4. ``run``.
+
+Every started container also gets a :class:`~kubelet_trio.sim.shell.View` (:mod:`kubelet_trio.sim.views`):
+ExecSync and streaming exec of a command no script names are answered by the shell against it (``id``,
+``hostname``, ``cat /etc/resolv.conf``, files of host-path mounts...), else as the script module says.
 
 Observable behaviour follows containerd 1.6's CRI plugin for everything a kubelet relies on (error codes
 and messages included), as checked by the shared contract suite (``tests/contract``). Deliberate
@@ -76,9 +83,12 @@ from kubelet_trio.sim.records import (
     SandboxRecord,
     exit_reason,
 )
-from kubelet_trio.sim.script import RUN, Behaviour, ExecResult, ScriptError, parse_script
+from kubelet_trio.sim.script import RUN, Behaviour, ExecResult, OutputLine, ScriptError, parse_script
+from kubelet_trio.sim.shell import FOREVER_NS, Outcome, Process
+from kubelet_trio.sim.shell import run as shell_run
 from kubelet_trio.sim.streaming import streaming_server
 from kubelet_trio.sim.usage import ContainerUsage, UsageError, usage_from_annotations
+from kubelet_trio.sim.views import NGINX_ARGV, UserError, build_view, main_argv, resolve_user
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +101,7 @@ IMAGE_FS_MOUNTPOINT = "/var/lib/kubelet-trio-sim/io.containerd.snapshotter.v1.ov
 INODES_PER_IMAGE = 420
 DEFAULT_RUNTIME_NAME = "runc"  # containerd's default_runtime_name
 DEFAULT_RUNTIME_HANDLERS = frozenset({DEFAULT_RUNTIME_NAME})
+MAX_REPEATS_PER_FLUSH = 1000  # a clock that jumps hours writes only the latest lines of a loop
 
 T = TypeVar("T")
 
@@ -127,6 +138,38 @@ def _log_lines(behaviour: Behaviour, wall_ns: int) -> bytes:
     return "".join(f"{stamp} {line.stream} F {line.text}\n" for line in behaviour.output).encode()
 
 
+def _namespace_options(config: pb.PodSandboxConfig) -> pb.NamespaceOption | None:
+    security = config.linux.security_context if config.linux is not None else None
+    return security.namespace_options if security is not None else None
+
+
+def _lines(text: str, stream: str) -> list[OutputLine]:
+    return [OutputLine("stdout" if stream == "stdout" else "stderr", line) for line in text.splitlines()]
+
+
+def _behaviour_of(outcome: Outcome, serves_http: bool) -> Behaviour:
+    """What a container whose command had ``outcome`` does: print, then exit or run on."""
+    output = (*_lines(outcome.stdout, "stdout"), *_lines(outcome.stderr, "stderr"))
+    return Behaviour(
+        exit_code=None if outcome.forever else outcome.code,
+        exit_after_ns=0 if outcome.forever else outcome.elapsed_ns,
+        output=output,
+        repeat=outcome.repeat,
+        repeat_period_ns=outcome.period_ns,
+        listens=(80,) if serves_http else (),
+        exit_reason="OOMKilled" if outcome.oom_killed else "",
+    )
+
+
+def _exec_result(outcome: Outcome) -> ExecResult:
+    return ExecResult(
+        outcome.code,
+        stdout=outcome.stdout.encode(),
+        stderr=outcome.stderr.encode(),
+        delay_ns=FOREVER_NS if outcome.forever else outcome.elapsed_ns,
+    )
+
+
 def _log_path(log_directory: str, log_path: str) -> str:
     """``<log_directory>/<log_path>`` cleaned like Go's filepath.Join; "" unless both are set."""
     return os.path.normpath(os.path.join(log_directory, log_path)) if log_directory and log_path else ""
@@ -155,6 +198,8 @@ class SimRuntime:
             same wall-clock time (backoff anchored on ``finishedAt`` is then exact under MockClock).
         runtime_handlers: the configured runtimes (containerd: ``[plugins.cri.containerd.runtimes.*]``).
         default_runtime_name: the handler an empty RunPodSandbox ``runtime_handler`` means.
+        stop_missing_ok: StopContainer and StopPodSandbox of an unknown id succeed, as the CRI asks
+            (idempotent stops) and containerd 1.7+ answers; containerd 1.6, the default, says NotFound.
     """
 
     image_behaviours: Mapping[str, str] = attrs.field(factory=dict)
@@ -170,6 +215,7 @@ class SimRuntime:
     run_sync: RunSync = run_in_thread  # log file writes; harnesses under MockClock pass fsio.run_inline
     runtime_handlers: frozenset[str] = attrs.field(default=DEFAULT_RUNTIME_HANDLERS, converter=frozenset)
     default_runtime_name: str = DEFAULT_RUNTIME_NAME
+    stop_missing_ok: bool = False
 
     _rng: random.Random = attrs.field(init=False)
     _ips: IpPool = attrs.field(init=False)
@@ -188,6 +234,7 @@ class SimRuntime:
     _exec_overrides: dict[tuple[str, tuple[str, ...]], ExecResult] = attrs.field(init=False, factory=dict)
     _log_writers: dict[str, SimLogWriter] = attrs.field(init=False, factory=dict)  # by container id
     _usage: dict[str, ContainerUsage] = attrs.field(init=False, factory=dict)  # by container id
+    _next_pid: int = attrs.field(init=False, default=1000)
     #: The streaming server for Exec/Attach/PortForward, while ``open_sim_streaming`` runs it.
     streaming: StreamingServer | None = attrs.field(init=False, default=None)
 
@@ -250,6 +297,11 @@ class SimRuntime:
         if container.state(self._now()) is not pb.ContainerState.CONTAINER_RUNNING or writer is None:
             raise errors.CriCallError("write_log", f"container {container.id} is not running with a log")
         await self.run_sync(writer.write, cri_records(text, stream, self._now()))
+
+    def end_container(self, container_id: str, exit_code: int) -> None:
+        """The container's process ends on its own (an interactive shell whose input ended)."""
+        container = _get(self._containers, container_id, "end_container", f"container {container_id!r}")
+        container.terminate(Exit(self._now(), exit_code, exit_reason(exit_code)))
 
     def crash_container(self, container_id: str, exit_code: int) -> None:
         """Make a running container exit now with ``exit_code`` (reason Completed for 0, else Error)."""
@@ -319,12 +371,12 @@ class SimRuntime:
 
     async def stop_pod_sandbox(self, pod_sandbox_id: str) -> None:
         op = "StopPodSandbox"
-        sandbox = _get(
-            self._sandboxes,
-            pod_sandbox_id,
-            op,
-            f'an error occurred when try to find sandbox "{pod_sandbox_id}"',
-        )
+        context = f'an error occurred when try to find sandbox "{pod_sandbox_id}"'
+        sandbox = _resolve(self._sandboxes, pod_sandbox_id, op, context)
+        if sandbox is None:
+            if self.stop_missing_ok:
+                return
+            raise errors.NotFoundError(op, f"{context}: not found")
         self._stop_sandbox(sandbox)
 
     def _stop_sandbox(self, sandbox: SandboxRecord) -> None:
@@ -404,6 +456,10 @@ class SimRuntime:
         if image is None:
             raise errors.NotFoundError(op, f'failed to resolve image "{spec.image}": not found')
         behaviour = self._behaviour_for(op, md.name, sandbox, sandbox_config, spec, image)
+        try:
+            resolve_user(config, image.config)
+        except UserError as err:
+            raise errors.CriCallError(op, f"failed to generate container spec: {err}") from None
         usage = self._usage_for(op, md.name, sandbox, sandbox_config)
         log_path = _log_path(sandbox.config.log_directory, config.log_path)
         container_id = self._unique_id()
@@ -414,9 +470,11 @@ class SimRuntime:
             sandbox_id=sandbox.id,
             config=config,
             image=image,
-            behaviour=behaviour,
+            behaviour=behaviour if behaviour is not None else RUN,
             log_path=log_path,
             created_ns=self._now(),
+            scripted=behaviour is not None,
+            argv=main_argv(config, image.config),
         )
         self._container_index.add(container_id, config.labels)
         self._by_sandbox.setdefault(sandbox.id, {})[container_id] = None
@@ -435,7 +493,7 @@ class SimRuntime:
         sandbox_config: pb.PodSandboxConfig | None,
         spec: pb.ImageSpec,
         image: SimImage,
-    ) -> Behaviour:
+    ) -> Behaviour | None:
         key = SIM_ANNOTATION_PREFIX + container_name
         for source in (sandbox_config.annotations if sandbox_config else {}, sandbox.config.annotations):
             if key in source:
@@ -443,8 +501,7 @@ class SimRuntime:
                     return parse_script(source[key])
                 except ScriptError as err:
                     raise errors.InvalidArgumentError(op, f"annotation {key}: {err}") from None
-        found = self._behaviours.lookup([spec.image, spec.user_specified_image, *image.refs])
-        return found if found is not None else RUN
+        return self._behaviours.lookup([spec.image, spec.user_specified_image, *image.refs])
 
     @staticmethod
     def _usage_for(
@@ -472,6 +529,7 @@ class SimRuntime:
         try:
             started = self._now()
             self._check_sandbox_ready(op, container)
+            await self._boot(container)
             if container.log_path:
                 writer = SimLogWriter(container.log_path)
                 try:
@@ -483,7 +541,58 @@ class SimRuntime:
             container.started_ns = started
         finally:
             container.starting = False
+        await self._flush_output(container)
         logger.debug("sim: container started", extra=kv(container=container.id))
+
+    async def _boot(self, container: ContainerRecord) -> None:
+        """Give the container its view and, unless a script decides, what its command does."""
+        sandbox = self._sandboxes[container.sandbox_id]
+        self._next_pid += 1
+        container.pid = self._next_pid
+        container.view = await self.run_sync(
+            lambda: build_view(
+                sandbox.config,
+                container.config,
+                container.image.config,
+                processes=lambda: self._visible_processes(container),
+                listening_ports=lambda: sorted(self.listening_ports(sandbox.id)),
+            )
+        )
+        if container.scripted or not (container.config.command or container.config.args):
+            return  # no script and no command: the image's default process runs until stopped
+        if container.argv in (("sh",), ("/bin/sh",)) and container.config.stdin:
+            container.behaviour = Behaviour(reads_stdin=True)
+            return
+        outcome = shell_run(container.argv, container.view)
+        if outcome is not None:
+            container.behaviour = _behaviour_of(outcome, container.image.config.entrypoint == ("nginx",))
+
+    def _visible_processes(self, container: ContainerRecord) -> tuple[Process, ...]:
+        """What the container's PID namespace shows: itself (CONTAINER), the pause process and the pod's
+        containers sharing the pod namespace (POD), or every container and the host's init (NODE)."""
+        now = self._now()
+        sandbox = self._sandboxes.get(container.sandbox_id)
+        options = _namespace_options(sandbox.config) if sandbox is not None else None
+        mode = options.pid if options is not None else pb.NamespaceMode.POD
+
+        def running(c: ContainerRecord) -> bool:
+            return c.state(now) is pb.ContainerState.CONTAINER_RUNNING
+
+        def process(c: ContainerRecord, pid: int | None = None) -> Process:
+            argv = NGINX_ARGV if c.argv[:1] == ("nginx",) else c.argv
+            return Process(c.pid if pid is None else pid, argv)
+
+        if mode is pb.NamespaceMode.CONTAINER:
+            return (process(container, 1),)
+        if mode is pb.NamespaceMode.NODE:
+            others = tuple(process(c) for c in self._containers.values() if running(c))
+            return (Process(1, ("/sbin/init",)), *others)
+        pod = tuple(
+            process(c)
+            for c in self._containers.values()
+            if c.sandbox_id == container.sandbox_id and running(c)
+        )
+        return (Process(1, ("/pause",)), *pod)
 
     def _check_sandbox_ready(self, op: str, container: ContainerRecord) -> None:
         sandbox = self._sandboxes.get(container.sandbox_id)
@@ -497,6 +606,8 @@ class SimRuntime:
 
     async def stop_container(self, container_id: str, timeout_seconds: int) -> None:
         op = "StopContainer"
+        if self.stop_missing_ok and _resolve(self._containers, container_id, op, "") is None:
+            return
         container = self._container(op, container_id)
         now = self._now()
         if container.state(now) is not pb.ContainerState.CONTAINER_RUNNING:
@@ -523,10 +634,40 @@ class SimRuntime:
             raise errors.CriCallError(op, "container is not running")
         writer = self._log_writers.get(container.id)
         if writer is not None:
+            await self._flush_output(container)  # what it printed so far still lands in the old file
             try:
                 await self.run_sync(writer.open, b"")
             except OSError as err:
                 raise errors.CriCallError(op, f"failed to create and open log files: {err}") from err
+
+    async def flush_output(self) -> None:
+        """Write to the logs what looping containers (``Behaviour.repeat``) have printed by now. State is
+        computed when read, but a log file is read by others: a server calls this periodically."""
+        for container in list(self._containers.values()):
+            await self._flush_output(container)
+
+    async def _flush_output(self, container: ContainerRecord) -> None:
+        behaviour, started = container.behaviour, container.started_ns
+        if not behaviour.repeat or behaviour.repeat_period_ns <= 0 or started is None:
+            return
+        now = self._now()
+        exit_ = container.exit_at(now)
+        end = exit_.at_ns if exit_ is not None else now
+        due = (end - started) // behaviour.repeat_period_ns + 1
+        first = max(container.repeats_written, due - MAX_REPEATS_PER_FLUSH)
+        container.repeats_written = max(due, container.repeats_written)
+        writer = self._log_writers.get(container.id)
+        if writer is None or first >= due:
+            return
+        data = b"".join(
+            cri_records(
+                "".join(line.text + "\n" for line in behaviour.repeat),
+                "stdout",
+                started + k * behaviour.repeat_period_ns,
+            )
+            for k in range(first, due)
+        )
+        await self.run_sync(writer.write, data)
 
     async def remove_container(self, container_id: str) -> None:
         op = "RemoveContainer"
@@ -607,7 +748,12 @@ class SimRuntime:
         state = container.state(self._now())
         if state is not pb.ContainerState.CONTAINER_RUNNING:
             raise errors.CriCallError(op, f"failed to exec in container: container is in {state.name} state")
-        result = self._exec_overrides.get((container.id, tuple(cmd))) or container.behaviour.exec_result(cmd)
+        result = self._exec_overrides.get((container.id, tuple(cmd))) or container.behaviour.scripted_exec(
+            cmd
+        )
+        if result is None:
+            outcome = shell_run(cmd, container.view) if container.view is not None else None
+            result = _exec_result(outcome) if outcome is not None else container.behaviour.exec_result(cmd)
         if timeout_seconds > 0 and result.delay_ns > timeout_seconds * 10**9:
             await trio.sleep(timeout_seconds)
             raise errors.DeadlineExceededError(

@@ -99,14 +99,26 @@ class Behaviour:
     output: tuple[OutputLine, ...] = ()
     execs: tuple[ExecRule, ...] = ()
     listens: tuple[int, ...] = ()
+    #: Lines written again every ``repeat_period_ns`` from the start on (a logging loop).
+    repeat: tuple[OutputLine, ...] = ()
+    repeat_period_ns: int = 0
+    #: An interactive shell: runs what arrives on stdin (attach) and exits at its end.
+    reads_stdin: bool = False
+    #: The reason the natural exit reports, when not the exit code's (``OOMKilled``).
+    exit_reason: str = ""
 
-    def exec_result(self, argv: Sequence[str]) -> ExecResult:
-        """The scripted (or built-in) answer to an ExecSync of ``argv``."""
+    def scripted_exec(self, argv: Sequence[str]) -> ExecResult | None:
+        """The answer of the first ``exec`` clause naming ``argv``, if any."""
         key = tuple(argv)
         for rule in self.execs:
             if rule.argv == key:
                 return rule.result
-        return builtin_exec_result(key)
+        return None
+
+    def exec_result(self, argv: Sequence[str]) -> ExecResult:
+        """The scripted (or built-in) answer to an ExecSync of ``argv``."""
+        found = self.scripted_exec(argv)
+        return found if found is not None else builtin_exec_result(tuple(argv))
 
 
 RUN = Behaviour()

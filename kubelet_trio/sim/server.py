@@ -16,10 +16,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from typing import Any, TypeVar
 
 import trio
+import trio_util
 from grpclib import GRPCError, Status
+from grpclib.const import Cardinality, Handler
 from grpclib.exceptions import StreamTerminatedError
 from grpclib.protocol import H2Protocol
 from grpclib.server import Server, Stream
@@ -36,6 +39,7 @@ from kubelet_trio.sim.streaming import open_sim_streaming
 logger = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE = 5.0  # seconds in-flight requests get to finish when the server stops
+OUTPUT_FLUSH_PERIOD = 1.0  # seconds between writes of what looping containers print
 
 _STATUSES: tuple[tuple[type[errors.CriError], Status], ...] = (
     (errors.NotFoundError, Status.NOT_FOUND),
@@ -199,6 +203,23 @@ class ImageService(_Handlers, services.ImageServiceBase):
 _GRPCLIB_HANDLES = (GRPCError, StreamTerminatedError, TimeoutError)
 
 
+async def _unimplemented(stream: Stream[Any, Any]) -> None:
+    raise GRPCError(Status.UNIMPLEMENTED, "method not implemented by the simulated runtime")
+
+
+class _Unimplemented(dict[str, Handler]):
+    """grpclib answers a method it does not know with HTTP headers that lack ``content-type``, which
+    grpc-go clients report as a malformed response instead of UNIMPLEMENTED (so a client probing a newer
+    RPC, as critest does with RuntimeConfig and the metrics calls, cannot tell). Route such methods to a
+    handler that answers a proper gRPC status."""
+
+    def get(self, key: str, default: Any = None) -> Handler:
+        found = super().get(key)
+        if found is not None:
+            return found
+        return Handler(_unimplemented, Cardinality.UNARY_UNARY, pb.VersionRequest, pb.VersionResponse)
+
+
 class _ClosingServer(Server):
     """grpclib's ``Server.close()`` cancels in-flight requests but leaves client connections open, so a
     client in the same process would wait forever. Track each connection's transport and close it on
@@ -211,10 +232,12 @@ class _ClosingServer(Server):
         super().__init__(handlers)
         self.transports: set[asyncio.BaseTransport] = set()
         self.boundary_errors = boundary_errors
-        self._mapping = {
-            name: handler._replace(func=self._contained(name, handler.func))
-            for name, handler in self._mapping.items()
-        }
+        self._mapping = _Unimplemented(
+            {
+                name: handler._replace(func=self._contained(name, handler.func))
+                for name, handler in self._mapping.items()
+            }
+        )
 
     def _contained(
         self, method: str, handle: Callable[[Stream[Any, Any]], Awaitable[None]]
@@ -288,7 +311,9 @@ async def serve_sim_cri(
         try:
             logger.debug("sim-cri: listening", extra=kv(socket=socket_path))
             task_status.started()
-            await trio.sleep_forever()
+            async with aclosing(trio_util.periodic(OUTPUT_FLUSH_PERIOD)) as ticks:
+                async for _ in ticks:
+                    await sim.flush_output()
         finally:
             with trio.move_on_after(SHUTDOWN_GRACE, shield=True):
                 await bridge.run_sync(server.close)

@@ -6,7 +6,9 @@ the simulated runtime's streaming server (:class:`kubelet_trio.cri.streaming.ser
   built-ins: ``cat`` with stdin copies stdin to stdout until EOF, and ``stty size`` on a TTY prints the
   terminal size the client sent (waiting up to ``RESIZE_WAIT`` for it).
 - **attach** writes the container's scripted output lines, echoes stdin to stdout when attached with
-  stdin, and lasts until the container stops or the client leaves.
+  stdin, and lasts until the container stops or the client leaves. A container running an interactive
+  shell (``sh`` with ``stdin``) runs each line it is sent instead (:mod:`kubelet_trio.sim.shell`) and
+  exits when its input ends if it is ``stdin_once``.
 - **port-forward** to a port some container of the sandbox ``listen``\\ s on is a loopback echo; to
   any other port the connection is refused.
 
@@ -32,8 +34,10 @@ from kubelet_trio.cri.streaming.portforward import Forwarder
 from kubelet_trio.cri.streaming.remotecommand import ExecError, ExecIO, Runner
 from kubelet_trio.cri.streaming.server import StreamingServer
 from kubelet_trio.cri.streaming.spdy import SpdyStream
+from kubelet_trio.sim import shell
 
 if TYPE_CHECKING:
+    from kubelet_trio.sim.records import ContainerRecord
     from kubelet_trio.sim.runtime import SimRuntime
 
 __all__ = ["RESIZE_WAIT", "SimStreamingBackend", "open_sim_streaming"]
@@ -95,6 +99,8 @@ class SimStreamingBackend:
             container = self.sim.container_record(request.container_id)
             self._running(request.container_id)
             assert container is not None
+            if container.behaviour.reads_stdin:
+                return await self._shell_session(container, io)
             for line in container.behaviour.output:
                 sink = io.stderr if line.stream == "stderr" and not io.tty else io.stdout
                 if sink is not None:
@@ -107,6 +113,46 @@ class SimStreamingBackend:
             return 0
 
         return run
+
+    async def _shell_session(self, container: ContainerRecord, io: ExecIO) -> int:
+        """An interactive shell's stdin: each line is run, its output streamed back. When the input ends
+        the shell exits (0) if the container was created ``stdin_once``, as ``sh`` reading EOF does."""
+        if io.stdin is None:
+            await container.terminated.wait()
+            return 0
+        pending = b""
+        async with trio.open_nursery() as nursery:
+
+            async def leave_when_terminated() -> None:
+                await container.terminated.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(leave_when_terminated)
+            while data := await io.stdin.receive_some(65536):
+                pending += data
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    await self._run_line(container, line.decode(errors="replace"), io)
+            if pending:
+                await self._run_line(container, pending.decode(errors="replace"), io)
+            if container.config.stdin_once:
+                self.sim.end_container(container.id, 0)
+            else:
+                await container.terminated.wait()
+            nursery.cancel_scope.cancel()
+        return 0
+
+    async def _run_line(self, container: ContainerRecord, line: str, io: ExecIO) -> None:
+        if container.view is None or not line.strip():
+            return
+        outcome = shell.run(["sh", "-c", line], container.view)
+        if outcome is None:
+            return
+        if io.stdout is not None and outcome.stdout:
+            await io.stdout.send_all(outcome.stdout.encode())
+        target = io.stderr if io.stderr is not None else (io.stdout if io.tty else None)
+        if target is not None and outcome.stderr:
+            await target.send_all(outcome.stderr.encode())
 
     def forwarder(self, request: pb.PortForwardRequest) -> Forwarder:
         async def forward(port: int, data: SpdyStream) -> None:

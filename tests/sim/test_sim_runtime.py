@@ -261,8 +261,8 @@ async def test_exec_sync_scripted_and_builtin(autojump_clock: object, pods: Pods
     assert (await exec_sync(cid, ["true"])).exit_code == 0
     assert (await exec_sync(cid, ["false"])).exit_code == 1
     assert await exec_sync(cid, ["echo", "probe-ok"]) == pb.ExecSyncResponse(stdout=b"probe-ok\n")
-    unknown = await exec_sync(cid, ["ls", "/"])
-    assert (unknown.exit_code, unknown.stderr) == (126, b"sim: no scripted result for exec ls /\n")
+    unknown = await exec_sync(cid, ["frobnicate", "/"])
+    assert (unknown.exit_code, unknown.stderr) == (126, b"sim: no scripted result for exec frobnicate /\n")
 
     before = trio.current_time()
     assert await exec_sync(cid, ["slow"], 5) == pb.ExecSyncResponse(stdout=b"late", exit_code=2)
