@@ -15,7 +15,7 @@ import trio
 
 from kubelet_trio.cri.remote import socket_path
 from kubelet_trio.logs import FieldsFormatter, kv
-from kubelet_trio.sim.runtime import SimRuntime
+from kubelet_trio.sim.runtime import IMAGE_FS_MOUNTPOINT, SimRuntime
 from kubelet_trio.sim.script import ScriptError, parse_script
 from kubelet_trio.sim.server import serve_sim_cri
 
@@ -90,6 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="StopContainer/StopPodSandbox of an unknown id succeed, as the CRI asks and containerd 1.7+ "
         "answers (default: NotFound, as containerd 1.6)",
     )
+    parser.add_argument(
+        "--image-fs-dir",
+        default=IMAGE_FS_MOUNTPOINT,
+        metavar="DIR",
+        help="the image filesystem ImageFsInfo reports; a kubelet with cAdvisor (the Go kubelet) stats it, "
+        "so serve one of those with an existing directory",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log every CRI call")
     return parser
 
@@ -116,6 +123,7 @@ def main(argv: list[str]) -> int:
         pull_delay=args.pull_delay,
         preloaded_images=args.preload,
         stop_missing_ok=args.idempotent_stops,
+        image_fs_mountpoint=args.image_fs_dir,
     )
     failures: list[BaseException] = []
     try:

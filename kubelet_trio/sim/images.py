@@ -82,6 +82,7 @@ class ImageConfig:
         return (int(user), "") if user.isdigit() else (None, user)
 
 
+NNP = "/usr/local/bin/nnp"  # the nonewprivs image's set-uid-root entrypoint
 _BUSYBOX_USERS = {"root": 0, "daemon": 1, "www-data": 33, "nobody": 65534}
 _NGINX = ImageConfig(entrypoint=("nginx",), cmd=("-g", "daemon off;"))
 _CONFIGS: dict[str, ImageConfig] = {
@@ -99,6 +100,7 @@ _CONFIGS: dict[str, ImageConfig] = {
     "e2e-test-images/httpd": ImageConfig(cmd=("httpd-foreground",)),
     "library/httpd": ImageConfig(cmd=("httpd-foreground",)),
     "pause": ImageConfig(cmd=("/pause",)),
+    "e2e-test-images/nonewprivs": ImageConfig(entrypoint=(NNP,), cmd=()),
 }
 _SAME_CONTENT = ("k8s-staging-cri-tools/test-image-tags",)
 

@@ -54,6 +54,7 @@ import logging
 import os
 import random
 from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
 from typing import TypeVar
 
 import attrs
@@ -68,7 +69,7 @@ from kubelet_trio.cri.runtime import CRI_API_VERSION
 from kubelet_trio.cri.streaming.server import StreamingServer
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.logs import kobj, kv
-from kubelet_trio.sim.images import ImageStore, RefTable, SimImage, normalize, parse_ref
+from kubelet_trio.sim.images import NNP, ImageStore, RefTable, SimImage, normalize, parse_ref
 from kubelet_trio.sim.index import LabelIndex
 from kubelet_trio.sim.logwriter import SimLogWriter, cri_records
 from kubelet_trio.sim.records import (
@@ -101,6 +102,13 @@ IMAGE_FS_MOUNTPOINT = "/var/lib/kubelet-trio-sim/io.containerd.snapshotter.v1.ov
 INODES_PER_IMAGE = 420
 DEFAULT_RUNTIME_NAME = "runc"  # containerd's default_runtime_name
 DEFAULT_RUNTIME_HANDLERS = frozenset({DEFAULT_RUNTIME_NAME})
+NGINX_PID_FILES = ("/run/nginx.pid", "/var/run/nginx.pid")  # where nginx writes its master's pid
+HTTP_PORT = 80  # where the nginx and httpd images listen
+HTTPD_FQDN_WARNING = (
+    "AH00558: httpd: Could not reliably determine the server's fully qualified domain name, using {ip}. "
+    "Set the 'ServerName' directive globally to suppress this message"
+)
+HTTPD_RESUMING = "AH00489: Apache/2.4.39 (Unix) configured -- resuming normal operations"
 MAX_REPEATS_PER_FLUSH = 1000  # a clock that jumps hours writes only the latest lines of a loop
 
 T = TypeVar("T")
@@ -156,9 +164,28 @@ def _behaviour_of(outcome: Outcome, serves_http: bool) -> Behaviour:
         output=output,
         repeat=outcome.repeat,
         repeat_period_ns=outcome.period_ns,
-        listens=(80,) if serves_http else (),
+        listens=(HTTP_PORT,) if serves_http else (),
         exit_reason="OOMKilled" if outcome.oom_killed else "",
     )
+
+
+def _default_behaviour(argv: tuple[str, ...], ip: str, wall_ns: int) -> Behaviour:
+    """What an image's own command does: nginx and httpd serve port 80, httpd logging its start-up
+    (on stderr, as Apache does) so that a client tailing the log sees the server come up."""
+    if argv[:1] == ("nginx",):
+        return Behaviour(listens=(HTTP_PORT,))
+    if argv[:1] != ("httpd-foreground",):
+        return RUN
+    stamp = datetime.fromtimestamp(wall_ns / 1e9, UTC).strftime("%a %b %d %H:%M:%S.%f %Y")
+    output = (
+        OutputLine("stderr", HTTPD_FQDN_WARNING.format(ip=ip)),
+        OutputLine("stderr", HTTPD_FQDN_WARNING.format(ip=ip)),
+        OutputLine("stderr", f"[{stamp}] [mpm_event:notice] [pid 1:tid 1] {HTTPD_RESUMING}"),
+        OutputLine(
+            "stderr", f"[{stamp}] [core:notice] [pid 1:tid 1] AH00094: Command line: 'httpd -D FOREGROUND'"
+        ),
+    )
+    return Behaviour(listens=(HTTP_PORT,), output=output)
 
 
 def _exec_result(outcome: Outcome) -> ExecResult:
@@ -200,6 +227,8 @@ class SimRuntime:
         default_runtime_name: the handler an empty RunPodSandbox ``runtime_handler`` means.
         stop_missing_ok: StopContainer and StopPodSandbox of an unknown id succeed, as the CRI asks
             (idempotent stops) and containerd 1.7+ answers; containerd 1.6, the default, says NotFound.
+        image_fs_mountpoint: the directory ImageFsInfo names; the Go kubelet's cAdvisor stats it to find
+            the image filesystem's capacity, so a sim serving it should name a directory that exists.
     """
 
     image_behaviours: Mapping[str, str] = attrs.field(factory=dict)
@@ -216,6 +245,7 @@ class SimRuntime:
     runtime_handlers: frozenset[str] = attrs.field(default=DEFAULT_RUNTIME_HANDLERS, converter=frozenset)
     default_runtime_name: str = DEFAULT_RUNTIME_NAME
     stop_missing_ok: bool = False
+    image_fs_mountpoint: str = IMAGE_FS_MOUNTPOINT
 
     _rng: random.Random = attrs.field(init=False)
     _ips: IpPool = attrs.field(init=False)
@@ -558,8 +588,16 @@ class SimRuntime:
                 listening_ports=lambda: sorted(self.listening_ports(sandbox.id)),
             )
         )
-        if container.scripted or not (container.config.command or container.config.args):
-            return  # no script and no command: the image's default process runs until stopped
+        if container.argv[:1] == ("nginx",):
+            pid = 1 if self._pid_mode(container) is pb.NamespaceMode.CONTAINER else container.pid
+            for path in NGINX_PID_FILES:  # /var/run links to /run in the image
+                container.view.files[path] = f"{pid}\n"
+        if container.scripted:
+            return
+        if not (container.config.command or container.config.args) and container.argv[:1] != (NNP,):
+            # the image's default process runs until stopped; a web server listens and says so
+            container.behaviour = _default_behaviour(container.argv, sandbox.ip or "127.0.0.1", self._now())
+            return
         if container.argv in (("sh",), ("/bin/sh",)) and container.config.stdin:
             container.behaviour = Behaviour(reads_stdin=True)
             return
@@ -571,9 +609,7 @@ class SimRuntime:
         """What the container's PID namespace shows: itself (CONTAINER), the pause process and the pod's
         containers sharing the pod namespace (POD), or every container and the host's init (NODE)."""
         now = self._now()
-        sandbox = self._sandboxes.get(container.sandbox_id)
-        options = _namespace_options(sandbox.config) if sandbox is not None else None
-        mode = options.pid if options is not None else pb.NamespaceMode.POD
+        mode = self._pid_mode(container)
 
         def running(c: ContainerRecord) -> bool:
             return c.state(now) is pb.ContainerState.CONTAINER_RUNNING
@@ -593,6 +629,11 @@ class SimRuntime:
             if c.sandbox_id == container.sandbox_id and running(c)
         )
         return (Process(1, ("/pause",)), *pod)
+
+    def _pid_mode(self, container: ContainerRecord) -> pb.NamespaceMode:
+        sandbox = self._sandboxes.get(container.sandbox_id)
+        options = _namespace_options(sandbox.config) if sandbox is not None else None
+        return options.pid if options is not None else pb.NamespaceMode.POD
 
     def _check_sandbox_ready(self, op: str, container: ContainerRecord) -> None:
         sandbox = self._sandboxes.get(container.sandbox_id)
@@ -905,7 +946,7 @@ class SimRuntime:
             ),
             writable_layer=pb.FilesystemUsage(
                 timestamp=now,
-                fs_id=pb.FilesystemIdentifier(mountpoint=IMAGE_FS_MOUNTPOINT),
+                fs_id=pb.FilesystemIdentifier(mountpoint=self.image_fs_mountpoint),
                 used_bytes=pb.UInt64Value(value=usage.rootfs_bytes),
                 inodes_used=pb.UInt64Value(value=usage.rootfs_inodes),
             ),
@@ -992,7 +1033,7 @@ class SimRuntime:
         images = self._images.list()
         usage = pb.FilesystemUsage(
             timestamp=self._now(),
-            fs_id=pb.FilesystemIdentifier(mountpoint=IMAGE_FS_MOUNTPOINT),
+            fs_id=pb.FilesystemIdentifier(mountpoint=self.image_fs_mountpoint),
             used_bytes=pb.UInt64Value(value=self._images.total_size),
             inodes_used=pb.UInt64Value(value=INODES_PER_IMAGE * len(images)),
         )

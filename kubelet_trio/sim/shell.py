@@ -327,6 +327,13 @@ def _forever(sh: _Shell, args: list[str], stdin: str) -> Outcome:
     return Outcome(forever=True)
 
 
+@_applet("nnp")
+def _nnp(sh: _Shell, args: list[str], stdin: str) -> Outcome:
+    """The e2e ``nonewprivs`` image's set-uid-root program: it runs as root unless no_new_privs
+    keeps the caller's uid."""
+    return Outcome(stdout=f"Effective uid: {sh.view.uid if sh.view.no_new_privs else 0}\n")
+
+
 _SIZE = re.compile(r"(\d+)([kKMG]?)")
 _SIZE_UNITS = {"": 1, "k": 1024, "K": 1024, "M": 1024**2, "G": 1024**3}
 

@@ -29,9 +29,6 @@ SKIP = (
 NOT_YET = {
     "runtime should support portforward": "a pod IP the host reaches and a real listener behind port-forward",
     "multiple containers in a pod should support network": "a web server answering on the pod IP",
-    "multiple containers in a pod should support container log": "an httpd image's start-up log line",
-    "runtime should support HostPID": "nginx's pid file and process in the host PID namespace",
-    "privilege escalation when (true|false)": "the spec's test image command, which the shell does not run",
     "should succeed when using a valid subPath": "image volumes",
 }
 SUITE_TIMEOUT = "10m"

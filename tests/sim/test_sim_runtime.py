@@ -12,7 +12,7 @@ import trio.testing
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.runtime import Runtime
-from kubelet_trio.sim.runtime import SimRuntime
+from kubelet_trio.sim.runtime import IMAGE_FS_MOUNTPOINT, SimRuntime
 from kubelet_trio.sim.script import ScriptError
 from tests.sim.pods import Pods
 
@@ -506,6 +506,12 @@ async def test_pull_delay_and_image_records(autojump_clock: object) -> None:
     assert await sim.image_status(spec) is None
 
 
+async def test_image_fs_names_the_configured_directory() -> None:
+    assert (await SimRuntime().image_fs_info()).image_filesystems[0].fs_id.mountpoint == IMAGE_FS_MOUNTPOINT
+    sim = SimRuntime(image_fs_mountpoint="/srv/images")
+    assert (await sim.image_fs_info()).image_filesystems[0].fs_id.mountpoint == "/srv/images"
+
+
 async def test_pull_is_cancellable(autojump_clock: object) -> None:
     sim = SimRuntime(pull_delay=10)
     with trio.move_on_after(1):
@@ -650,3 +656,69 @@ async def test_container_stats(autojump_clock: object, pods: Pods, wall_start_ns
     assert [s.attributes.id for s in only if s.attributes] == [cid]
     with pytest.raises(errors.NotFoundError):
         await pods.sim.container_stats("f" * 64)
+
+
+# --- what some images' own programs do ---------------------------------------------------------
+
+
+async def _pulled(sim: SimRuntime, *refs: str) -> None:
+    for ref in refs:
+        await sim.pull_image(pb.ImageSpec(image=ref))
+
+
+async def test_nginx_writes_its_pid_file_and_shows_in_the_host_pid_namespace(
+    sim: SimRuntime, pods: Pods
+) -> None:
+    nginx = "registry.k8s.io/e2e-test-images/nginx:1.14-4"
+    await _pulled(sim, nginx)
+    config = pods.sandbox_config()
+    assert config.linux is not None
+    config.linux.security_context = pb.LinuxSandboxSecurityContext(
+        namespace_options=pb.NamespaceOption(pid=pb.NamespaceMode.NODE)
+    )
+    sandbox_id = await sim.run_pod_sandbox(config)
+    server = await pods.container(sandbox_id, config, "nginx", image=nginx)
+    shell = await pods.container(sandbox_id, config, "shell")
+
+    pid_file = await sim.exec_sync(
+        server, ["sh", "-c", "while [ ! -f /var/run/nginx.pid ]; do sleep 1; done"]
+    )
+    assert pid_file.exit_code == 0
+    pid = (await sim.exec_sync(server, ["cat", "/var/run/nginx.pid"])).stdout.decode().strip()
+    seen = await sim.exec_sync(shell, ["pidof", "nginx", "||", "true"])
+    assert pid in seen.stdout.decode().split()
+
+
+async def test_httpd_logs_its_start_up(sim: SimRuntime, pods: Pods) -> None:
+    httpd = "registry.k8s.io/e2e-test-images/httpd:2.4.39-4"
+    await _pulled(sim, httpd)
+    sandbox_id, config = await pods.sandbox()
+    cid = await pods.container(sandbox_id, config, "httpd", image=httpd)
+    log = await trio.Path((await pods.status(cid)).log_path).read_text()
+    assert " stderr F AH00558: httpd: Could not reliably determine" in log
+    assert "configured -- resuming normal operations" in log
+    assert sim.listening_ports(sandbox_id) == {80}
+
+
+@pytest.mark.parametrize(("no_new_privs", "euid"), [(True, 1000), (False, 0)])
+async def test_set_uid_program_runs_as_root_unless_no_new_privs(
+    sim: SimRuntime, pods: Pods, no_new_privs: bool, euid: int
+) -> None:
+    nnp = "registry.k8s.io/e2e-test-images/nonewprivs:1.3"
+    await _pulled(sim, nnp)
+    sandbox_id, sandbox_config = await pods.sandbox()
+    config = pb.ContainerConfig(
+        metadata=pb.ContainerMetadata(name="nnp"),
+        image=pb.ImageSpec(image=nnp),
+        log_path="nnp.log",
+        linux=pb.LinuxContainerConfig(
+            security_context=pb.LinuxContainerSecurityContext(
+                no_new_privs=no_new_privs, run_as_user=pb.Int64Value(value=1000)
+            )
+        ),
+    )
+    cid = await sim.create_container(sandbox_id, config, sandbox_config)
+    await sim.start_container(cid)
+    status = await pods.status(cid)
+    assert (status.state, status.exit_code) == (EXITED, 0)
+    assert (await trio.Path(status.log_path).read_text()).endswith(f" stdout F Effective uid: {euid}\n")
