@@ -7,6 +7,8 @@ kubelet, or ``kubelet-trio`` itself. Runs until SIGINT or SIGTERM, then exits 0.
 from __future__ import annotations
 
 import argparse
+import functools
+import ipaddress
 import logging
 import signal
 import sys
@@ -15,7 +17,7 @@ import trio
 
 from kubelet_trio.cri.remote import socket_path
 from kubelet_trio.logs import FieldsFormatter, kv
-from kubelet_trio.sim.runtime import IMAGE_FS_MOUNTPOINT, SimRuntime
+from kubelet_trio.sim.runtime import DEFAULT_POD_CIDR, IMAGE_FS_MOUNTPOINT, SimRuntime
 from kubelet_trio.sim.script import ScriptError, parse_script
 from kubelet_trio.sim.server import serve_sim_cri
 
@@ -48,6 +50,13 @@ def _non_negative(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
     return value
+
+
+def _cidr(text: str) -> str:
+    try:
+        return str(ipaddress.ip_network(text, strict=False))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -97,15 +106,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="the image filesystem ImageFsInfo reports; a kubelet with cAdvisor (the Go kubelet) stats it, "
         "so serve one of those with an existing directory",
     )
+    parser.add_argument(
+        "--pod-cidr",
+        type=_cidr,
+        metavar="CIDR",
+        help="give pods IPs from CIDR and serve their containers' listening ports (nginx, httpd, a "
+        "script's 'listen') on them for real, port-forward included; CIDR must be addresses this host "
+        "owns, e.g. 127.88.0.0/16 (default: pods get 10.88.0.0/16 IPs nothing answers on)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log every CRI call")
     return parser
 
 
-async def serve(sim: SimRuntime, socket_path: str) -> None:
+async def serve(sim: SimRuntime, socket_path: str, pod_network: bool = False) -> None:
     """Serve until SIGINT/SIGTERM."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            await nursery.start(serve_sim_cri, sim, socket_path)
+            await nursery.start(functools.partial(serve_sim_cri, sim, socket_path, pod_network=pod_network))
             logger.info("serving CRI on unix://%s", socket_path)
             async for signum in signals:
                 logger.info("shutting down", extra=kv(signal=signal.Signals(signum).name))
@@ -124,10 +141,11 @@ def main(argv: list[str]) -> int:
         preloaded_images=args.preload,
         stop_missing_ok=args.idempotent_stops,
         image_fs_mountpoint=args.image_fs_dir,
+        pod_cidr=args.pod_cidr or DEFAULT_POD_CIDR,
     )
     failures: list[BaseException] = []
     try:
-        trio.run(serve, sim, args.listen)
+        trio.run(serve, sim, args.listen, args.pod_cidr is not None)
     except* OSError as group:  # e.g. the socket's directory cannot be created
         failures.extend(_leaves(group))
     for err in failures:

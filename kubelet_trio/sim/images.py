@@ -63,8 +63,8 @@ def normalize(ref: str) -> str:
 
 @attrs.frozen
 class ImageConfig:
-    """The parts of an image's config the simulator uses: its ``User``, its default command, and the
-    users and groups its ``/etc/passwd`` and ``/etc/group`` define."""
+    """The parts of an image's config the simulator uses: its ``User``, its default command, the users and
+    groups its ``/etc/passwd`` and ``/etc/group`` define, and where its server listens."""
 
     user: str = ""
     entrypoint: tuple[str, ...] = ()
@@ -72,6 +72,8 @@ class ImageConfig:
     users: Mapping[str, int] = attrs.field(factory=lambda: {"root": 0})
     #: uid -> the groups /etc/group puts that user in (besides its primary group)
     member_of: Mapping[int, tuple[int, ...]] = attrs.field(factory=dict)
+    #: the ports the image's own server (nginx, httpd) listens on, which its config file decides
+    ports: tuple[int, ...] = ()
 
     @property
     def uid_and_name(self) -> tuple[int | None, str]:
@@ -84,7 +86,11 @@ class ImageConfig:
 
 NNP = "/usr/local/bin/nnp"  # the nonewprivs image's set-uid-root entrypoint
 _BUSYBOX_USERS = {"root": 0, "daemon": 1, "www-data": 33, "nobody": 65534}
-_NGINX = ImageConfig(entrypoint=("nginx",), cmd=("-g", "daemon off;"))
+HTTP_PORT = 80  # where the nginx and httpd images listen
+HOSTNET_NGINX_PORT = 12003  # cri-tools' hostnet-nginx image: nginx configured for a host-network pod
+_NGINX = ImageConfig(entrypoint=("nginx",), cmd=("-g", "daemon off;"), ports=(HTTP_PORT,))
+_HTTPD = ImageConfig(cmd=("httpd-foreground",), ports=(HTTP_PORT,))
+_HOSTNET_NGINX = attrs.evolve(_NGINX, ports=(HOSTNET_NGINX_PORT,))
 _CONFIGS: dict[str, ImageConfig] = {
     "k8s-staging-cri-tools/test-image-user-uid": ImageConfig(user="1002", users=_BUSYBOX_USERS),
     "k8s-staging-cri-tools/test-image-user-username": ImageConfig(user="www-data", users=_BUSYBOX_USERS),
@@ -97,8 +103,12 @@ _CONFIGS: dict[str, ImageConfig] = {
     ),
     "e2e-test-images/nginx": _NGINX,
     "library/nginx": _NGINX,
-    "e2e-test-images/httpd": ImageConfig(cmd=("httpd-foreground",)),
-    "library/httpd": ImageConfig(cmd=("httpd-foreground",)),
+    "e2e-test-images/httpd": _HTTPD,
+    "library/httpd": _HTTPD,
+    **{
+        f"k8s-staging-cri-tools/hostnet-nginx-{arch}": _HOSTNET_NGINX
+        for arch in ("amd64", "arm64", "ppc64le", "s390x")
+    },
     "pause": ImageConfig(cmd=("/pause",)),
     "e2e-test-images/nonewprivs": ImageConfig(entrypoint=(NNP,), cmd=()),
 }

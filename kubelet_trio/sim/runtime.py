@@ -59,6 +59,7 @@ from typing import TypeVar
 
 import attrs
 import trio
+import trio_util
 
 from kubelet_trio import __version__
 from kubelet_trio.api.timefmt import rfc3339_nano
@@ -69,7 +70,7 @@ from kubelet_trio.cri.runtime import CRI_API_VERSION
 from kubelet_trio.cri.streaming.server import StreamingServer
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.logs import kobj, kv
-from kubelet_trio.sim.images import NNP, ImageStore, RefTable, SimImage, normalize, parse_ref
+from kubelet_trio.sim.images import HTTP_PORT, NNP, ImageStore, RefTable, SimImage, normalize, parse_ref
 from kubelet_trio.sim.index import LabelIndex
 from kubelet_trio.sim.logwriter import SimLogWriter, cri_records
 from kubelet_trio.sim.records import (
@@ -103,12 +104,12 @@ INODES_PER_IMAGE = 420
 DEFAULT_RUNTIME_NAME = "runc"  # containerd's default_runtime_name
 DEFAULT_RUNTIME_HANDLERS = frozenset({DEFAULT_RUNTIME_NAME})
 NGINX_PID_FILES = ("/run/nginx.pid", "/var/run/nginx.pid")  # where nginx writes its master's pid
-HTTP_PORT = 80  # where the nginx and httpd images listen
 HTTPD_FQDN_WARNING = (
     "AH00558: httpd: Could not reliably determine the server's fully qualified domain name, using {ip}. "
     "Set the 'ServerName' directive globally to suppress this message"
 )
 HTTPD_RESUMING = "AH00489: Apache/2.4.39 (Unix) configured -- resuming normal operations"
+LOOPBACK = "127.0.0.1"  # where a host-network pod's servers answer
 MAX_REPEATS_PER_FLUSH = 1000  # a clock that jumps hours writes only the latest lines of a loop
 
 T = TypeVar("T")
@@ -155,7 +156,7 @@ def _lines(text: str, stream: str) -> list[OutputLine]:
     return [OutputLine("stdout" if stream == "stdout" else "stderr", line) for line in text.splitlines()]
 
 
-def _behaviour_of(outcome: Outcome, serves_http: bool) -> Behaviour:
+def _behaviour_of(outcome: Outcome, listens: tuple[int, ...]) -> Behaviour:
     """What a container whose command had ``outcome`` does: print, then exit or run on."""
     output = (*_lines(outcome.stdout, "stdout"), *_lines(outcome.stderr, "stderr"))
     return Behaviour(
@@ -164,16 +165,18 @@ def _behaviour_of(outcome: Outcome, serves_http: bool) -> Behaviour:
         output=output,
         repeat=outcome.repeat,
         repeat_period_ns=outcome.period_ns,
-        listens=(HTTP_PORT,) if serves_http else (),
+        listens=listens,
         exit_reason="OOMKilled" if outcome.oom_killed else "",
     )
 
 
-def _default_behaviour(argv: tuple[str, ...], ip: str, wall_ns: int) -> Behaviour:
-    """What an image's own command does: nginx and httpd serve port 80, httpd logging its start-up
-    (on stderr, as Apache does) so that a client tailing the log sees the server come up."""
+def _default_behaviour(argv: tuple[str, ...], ip: str, wall_ns: int, ports: tuple[int, ...]) -> Behaviour:
+    """What an image's own command does: nginx and httpd serve the image's ports (80 unless its config
+    says), httpd logging its start-up (on stderr, as Apache does) so that a client tailing the log sees
+    the server come up."""
+    ports = ports or (HTTP_PORT,)
     if argv[:1] == ("nginx",):
-        return Behaviour(listens=(HTTP_PORT,))
+        return Behaviour(listens=ports)
     if argv[:1] != ("httpd-foreground",):
         return RUN
     stamp = datetime.fromtimestamp(wall_ns / 1e9, UTC).strftime("%a %b %d %H:%M:%S.%f %Y")
@@ -185,7 +188,7 @@ def _default_behaviour(argv: tuple[str, ...], ip: str, wall_ns: int) -> Behaviou
             "stderr", f"[{stamp}] [core:notice] [pid 1:tid 1] AH00094: Command line: 'httpd -D FOREGROUND'"
         ),
     )
-    return Behaviour(listens=(HTTP_PORT,), output=output)
+    return Behaviour(listens=ports, output=output)
 
 
 def _exec_result(outcome: Outcome) -> ExecResult:
@@ -267,6 +270,9 @@ class SimRuntime:
     _next_pid: int = attrs.field(init=False, default=1000)
     #: The streaming server for Exec/Attach/PortForward, while ``open_sim_streaming`` runs it.
     streaming: StreamingServer | None = attrs.field(init=False, default=None)
+    #: How many containers have started: whoever serves their ports for real waits on it (sim-cri's pod
+    #: network, :mod:`kubelet_trio.sim.podnet`).
+    starts: trio_util.AsyncValue[int] = attrs.field(init=False, factory=lambda: trio_util.AsyncValue(0))
 
     def __attrs_post_init__(self) -> None:
         if self.clock is None:
@@ -572,6 +578,7 @@ class SimRuntime:
         finally:
             container.starting = False
         await self._flush_output(container)
+        self.starts.value += 1
         logger.debug("sim: container started", extra=kv(container=container.id))
 
     async def _boot(self, container: ContainerRecord) -> None:
@@ -596,14 +603,17 @@ class SimRuntime:
             return
         if not (container.config.command or container.config.args) and container.argv[:1] != (NNP,):
             # the image's default process runs until stopped; a web server listens and says so
-            container.behaviour = _default_behaviour(container.argv, sandbox.ip or "127.0.0.1", self._now())
+            container.behaviour = _default_behaviour(
+                container.argv, sandbox.ip or "127.0.0.1", self._now(), container.image.config.ports
+            )
             return
         if container.argv in (("sh",), ("/bin/sh",)) and container.config.stdin:
             container.behaviour = Behaviour(reads_stdin=True)
             return
         outcome = shell_run(container.argv, container.view)
         if outcome is not None:
-            container.behaviour = _behaviour_of(outcome, container.image.config.entrypoint == ("nginx",))
+            serves = container.image.config.entrypoint == ("nginx",)
+            container.behaviour = _behaviour_of(outcome, container.image.config.ports if serves else ())
 
     def _visible_processes(self, container: ContainerRecord) -> tuple[Process, ...]:
         """What the container's PID namespace shows: itself (CONTAINER), the pause process and the pod's
@@ -841,6 +851,39 @@ class SimRuntime:
             if c.sandbox_id == sandbox_id and c.state(now) is pb.ContainerState.CONTAINER_RUNNING
             for port in c.behaviour.listens
         }
+
+    def pod_address(self, sandbox_id: str) -> str | None:
+        """Where the sandbox's servers answer: its pod IP, or loopback for a host-network pod (the
+        simulator never serves on the node's outside addresses); None once its network is torn down."""
+        sandbox = self._sandboxes.get(sandbox_id)
+        if sandbox is None or sandbox.network_closed:
+            return None
+        options = _namespace_options(sandbox.config)
+        if options is not None and options.network is pb.NamespaceMode.NODE:
+            return LOOPBACK
+        return sandbox.ip
+
+    def serving(self) -> list[tuple[ContainerRecord, list[tuple[str, int]]]]:
+        """The running containers that listen, each with the addresses that reach it: each port on its
+        :meth:`pod_address`, and the host ports its sandbox maps to those ports (on their host IP, else
+        loopback)."""
+        now = self._now()
+        found = []
+        for container in self._containers.values():
+            listens = container.behaviour.listens
+            address = self.pod_address(container.sandbox_id) if listens else None
+            if not address or container.state(now) is not pb.ContainerState.CONTAINER_RUNNING:
+                continue
+            addresses = [(address, port) for port in listens]
+            if address != LOOPBACK:  # a host-network pod's ports are the host's already
+                config = self._sandboxes[container.sandbox_id].config
+                addresses += [
+                    (m.host_ip or LOOPBACK, m.host_port)
+                    for m in config.port_mappings
+                    if m.host_port and m.container_port in listens and m.protocol is pb.Protocol.TCP
+                ]
+            found.append((container, addresses))
+        return found
 
     async def container_stats(self, container_id: str) -> pb.ContainerStats:
         container = _get(self._containers, container_id, "ContainerStats", "failed to find container")

@@ -33,6 +33,7 @@ from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.gen.runtime.v1 import services
 from kubelet_trio.logs import kv
+from kubelet_trio.sim.podnet import PodNetwork
 from kubelet_trio.sim.runtime import SimRuntime
 from kubelet_trio.sim.streaming import open_sim_streaming
 
@@ -292,6 +293,7 @@ async def serve_sim_cri(
     socket_path: str,
     *,
     boundary_errors: BoundaryErrors | None = None,
+    pod_network: bool = False,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``sim`` on ``socket_path`` until cancelled; ``started`` once the socket accepts connections.
@@ -301,8 +303,18 @@ async def serve_sim_cri(
     (their calls fail as "connection lost"), waits up to ``SHUTDOWN_GRACE`` for handlers to finish and
     removes the socket file. The socket's directory is created if needed; a stale socket is replaced.
     Failures contained per request, connection or streaming session are counted in ``boundary_errors``.
+
+    ``pod_network``: containers' listening ports are served for real on their pod addresses, and
+    port-forward connects to them (:mod:`kubelet_trio.sim.podnet`); the pod CIDR must then be addresses
+    this host owns.
     """
-    async with open_sim_streaming(sim, boundary_errors=boundary_errors), open_asyncio_thread() as bridge:
+    async with (
+        open_sim_streaming(sim, boundary_errors=boundary_errors, pod_network=pod_network),
+        open_asyncio_thread() as bridge,
+        trio.open_nursery() as nursery,
+    ):
+        if pod_network:
+            await nursery.start(PodNetwork(sim, boundary_errors).run)
         await trio.Path(socket_path).parent.mkdir(parents=True, exist_ok=True)
         server = await bridge.run_sync(
             _ClosingServer, [RuntimeService(sim, bridge), ImageService(sim, bridge)], boundary_errors

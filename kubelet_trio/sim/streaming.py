@@ -10,7 +10,9 @@ the simulated runtime's streaming server (:class:`kubelet_trio.cri.streaming.ser
   shell (``sh`` with ``stdin``) runs each line it is sent instead (:mod:`kubelet_trio.sim.shell`) and
   exits when its input ends if it is ``stdin_once``.
 - **port-forward** to a port some container of the sandbox ``listen``\\ s on is a loopback echo; to
-  any other port the connection is refused.
+  any other port the connection is refused. With ``pod_network`` (sim-cri's ``--pod-cidr``, where
+  :mod:`kubelet_trio.sim.podnet` serves those ports for real) it connects to the pod's address and
+  port instead and copies bytes both ways, as a runtime does inside the pod's network namespace.
 
 ``open_sim_streaming(sim)`` runs the server for a SimRuntime (``sim.streaming``) for as long as the
 context lasts; without it the streaming CRI calls fail with "streaming server is not running".
@@ -35,6 +37,7 @@ from kubelet_trio.cri.streaming.remotecommand import ExecError, ExecIO, Runner
 from kubelet_trio.cri.streaming.server import StreamingServer
 from kubelet_trio.cri.streaming.spdy import SpdyStream
 from kubelet_trio.sim import shell
+from kubelet_trio.sim.podnet import dial_pod
 
 if TYPE_CHECKING:
     from kubelet_trio.sim.records import ContainerRecord
@@ -53,9 +56,28 @@ async def _copy(source: trio.abc.ReceiveStream, sink: trio.abc.SendStream | None
             await sink.send_all(data)
 
 
+async def _pipe(data: SpdyStream, conn: trio.abc.HalfCloseableStream) -> None:
+    """Copy both ways until the pod's side ends; the client's EOF half-closes the connection to the pod.
+    Either side breaking ends the session quietly, as a dropped TCP connection does."""
+    try:
+        async with conn, trio.open_nursery() as nursery:
+
+            async def upstream() -> None:
+                await _copy(data, conn)
+                await conn.send_eof()
+
+            nursery.start_soon(upstream)
+            await _copy(conn, data)
+            await data.send_eof()
+            nursery.cancel_scope.cancel()
+    except* (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+
+
 @attrs.define(eq=False)
 class SimStreamingBackend:
     sim: SimRuntime
+    pod_network: bool = False
 
     def _running(self, container_id: str) -> object:
         container = self.sim.container_record(container_id)
@@ -156,6 +178,9 @@ class SimStreamingBackend:
 
     def forwarder(self, request: pb.PortForwardRequest) -> Forwarder:
         async def forward(port: int, data: SpdyStream) -> None:
+            if self.pod_network:
+                await _pipe(data, await dial_pod(self.sim, request.pod_sandbox_id, port))
+                return
             if port not in self.sim.listening_ports(request.pod_sandbox_id):
                 raise ConnectionRefusedError(errno.ECONNREFUSED, "connection refused")
             await _copy(data, data)
@@ -166,12 +191,16 @@ class SimStreamingBackend:
 
 @contextlib.asynccontextmanager
 async def open_sim_streaming(
-    sim: SimRuntime, *, idle_timeout: float = 4 * 3600.0, boundary_errors: BoundaryErrors | None = None
+    sim: SimRuntime,
+    *,
+    idle_timeout: float = 4 * 3600.0,
+    boundary_errors: BoundaryErrors | None = None,
+    pod_network: bool = False,
 ) -> AsyncIterator[str]:
     """Serve ``sim``'s streaming on 127.0.0.1 while the context lasts; yields the base URL. Sessions that
-    failed are counted in ``boundary_errors``."""
+    failed are counted in ``boundary_errors``; ``pod_network``: port-forward dials the pod's address."""
     server = StreamingServer(
-        SimStreamingBackend(sim), idle_timeout=idle_timeout, boundary_errors=boundary_errors
+        SimStreamingBackend(sim, pod_network), idle_timeout=idle_timeout, boundary_errors=boundary_errors
     )
     async with trio.open_nursery() as nursery:
         url = await nursery.start(server.run)

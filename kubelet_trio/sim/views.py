@@ -1,7 +1,9 @@
 """What a simulated container would observe from inside (:class:`kubelet_trio.sim.shell.View`), derived
 from its CRI configuration the way containerd turns that configuration into an OCI spec: user and groups,
-hostname and ``resolv.conf``, mounts (symlinked host paths resolved), capabilities, masked and read-only
-paths, sysctls, and which processes, sockets and IPC objects its namespaces let it see.
+hostname and ``resolv.conf``, mounts (symlinked host paths resolved), image volumes (a read-only copy of
+the few files the simulator knows an image to have, or of its ``image_sub_path`` directory), capabilities,
+masked and read-only paths, sysctls, and which processes, sockets and IPC objects its namespaces let it
+see.
 
 Blocking (it reads host files such as ``/etc/resolv.conf``): call through the runtime's ``run_sync``.
 """
@@ -13,7 +15,7 @@ import socket
 from collections.abc import Callable, Sequence
 
 from kubelet_trio.cri.gen.runtime import v1 as pb
-from kubelet_trio.sim.images import ImageConfig
+from kubelet_trio.sim.images import ImageConfig, image_config
 from kubelet_trio.sim.shell import CAPABILITIES, DEFAULT_CAPABILITIES, Process, View
 
 __all__ = ["UserError", "build_view", "main_argv", "resolve_user"]
@@ -22,6 +24,71 @@ _NETSTAT_HEAD = (
     "Active Internet connections (only servers)\nProto Recv-Q Send-Q Local Address Foreign Address State\n"
 )
 NGINX_ARGV = ("nginx: master process nginx -g daemon off;",)
+
+
+MOUNT_IMAGE_SUB_PATH = 10  # Mount.image_sub_path's field number, for bindings that predate it
+
+
+def _unknown_string(message: object, number: int) -> str:
+    """A string field that the generated bindings do not know, read from the message's unknown bytes."""
+    data: bytes = getattr(message, "_unknown_fields", b"")
+    i, found = 0, ""
+    while i < len(data):
+        key, i = _varint(data, i)
+        wire = key & 7
+        if wire == 0:
+            _, i = _varint(data, i)
+        elif wire == 2:
+            size, i = _varint(data, i)
+            if key >> 3 == number:
+                found = data[i : i + size].decode(errors="replace")
+            i += size
+        elif wire in (1, 5):
+            i += 8 if wire == 1 else 4
+        else:
+            return found  # groups: not in the CRI
+    return found
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while i < len(data):
+        byte = data[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            break
+    return value, i
+
+
+def image_sub_path(mount: pb.Mount) -> str:
+    sub: str | None = getattr(mount, "image_sub_path", None)
+    return sub if sub is not None else _unknown_string(mount, MOUNT_IMAGE_SUB_PATH)
+
+
+def image_files(image: ImageConfig) -> dict[str, str]:
+    """The files of an image's root the simulator knows (a busybox-like one): what an image volume shows."""
+    passwd = "".join(f"{name}:x:{uid}:{uid}:{name}:/:/bin/sh\n" for name, uid in image.users.items())
+    group = "".join(f"{name}:x:{uid}:\n" for name, uid in image.users.items())
+    return {"/bin/sh": "", "/bin/ls": "", "/etc/passwd": passwd, "/etc/group": group}
+
+
+def _is_image_volume(mount: pb.Mount) -> bool:
+    return mount.image is not None and bool(mount.image.image)
+
+
+def _image_volume(mount: pb.Mount) -> dict[str, str]:
+    """The files an image volume puts at its container path: the image's, under ``image_sub_path``."""
+    assert mount.image is not None
+    sub = "/" + image_sub_path(mount).strip("/")
+    prefix = sub.rstrip("/") + "/"
+    target = os.path.normpath(mount.container_path).rstrip("/")
+    return {
+        target + "/" + path[len(prefix) :]: content
+        for path, content in image_files(image_config(mount.image.image)).items()
+        if path.startswith(prefix)
+    }
 
 
 class UserError(ValueError):
@@ -156,13 +223,16 @@ def build_view(
     for source in (sandbox_security, security):
         if source is not None:
             groups += [g for g in source.supplemental_groups if g not in groups]
+    image_volumes = [m for m in config.mounts if m.container_path and _is_image_volume(m)]
     mounts = {
         m.container_path: (os.path.realpath(m.host_path), m.readonly)
         for m in config.mounts
-        if m.container_path
+        if m.container_path and not _is_image_volume(m)
     }
     hostname = sandbox.hostname or socket.gethostname()
     files = {"/etc/hostname": hostname + "\n"}
+    for volume in image_volumes:
+        files.update(_image_volume(volume))
     for key, value in (sandbox_linux.sysctls if sandbox_linux is not None else {}).items():
         files["/proc/sys/" + key.replace(".", "/")] = value + "\n"
     return View(
@@ -176,7 +246,10 @@ def build_view(
         no_new_privs=bool(security is not None and security.no_new_privs),
         readonly_rootfs=bool(security is not None and security.readonly_rootfs),
         masked_paths=tuple(security.masked_paths) if security is not None else (),
-        readonly_paths=tuple(security.readonly_paths) if security is not None else (),
+        readonly_paths=(
+            *(security.readonly_paths if security is not None else ()),
+            *(os.path.normpath(m.container_path) for m in image_volumes),
+        ),
         mounts=mounts,
         files=files,
         processes=processes,

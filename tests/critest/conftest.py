@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,12 @@ def find_binary(name: str) -> Path | None:
     return Path(found) if found else None
 
 
+def pod_cidr() -> str:
+    """A loopback /16 for the pods (all of 127/8 is the host's on Linux, so their web servers are reachable
+    without setup); random, so that two sim-cri at once rarely share one."""
+    return f"127.{random.randint(64, 254)}.0.0/16"
+
+
 @pytest.fixture
 def sim_cri(tmp_path: Path) -> Iterator[str]:
     """``kubelet-trio sim-cri`` on a private socket; yields its endpoint."""
@@ -38,6 +45,8 @@ def sim_cri(tmp_path: Path) -> Iterator[str]:
             "--pull-delay",
             "0.01",
             "--idempotent-stops",
+            "--pod-cidr",
+            pod_cidr(),
         ],
         stdout=log,
         stderr=subprocess.STDOUT,

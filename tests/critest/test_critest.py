@@ -2,7 +2,7 @@
 sim-cri``: every spec that the skip list leaves must pass.
 
 The skip list names what a process-free runtime cannot have (kernel security modules, user namespaces,
-mount propagation, host port mapping, NRI). critest is found next to the envtest binaries (see
+mount propagation, NRI). critest is found next to the envtest binaries (see
 :func:`kubelet_trio.testing.envtest.assets`); without it the tier skips with the command that builds it, and
 with it present under ``CI=true`` a skip fails (``tests/conftest.py``).
 """
@@ -21,16 +21,9 @@ from tests.critest.conftest import find_binary
 
 pytestmark = pytest.mark.critest
 
-SKIP = (
-    "SELinux|AppArmor|[Ss]eccomp|port mapping|mount propagation|[Uu]ser[Nn]amespaces|NRI"
-    "|plugin synchronization"
-)
+SKIP = "SELinux|AppArmor|[Ss]eccomp|mount propagation|[Uu]ser[Nn]amespaces|NRI|plugin synchronization"
 #: Specs sim-cri does not pass yet, each with what it lacks; skipped until that is built (see the README).
-NOT_YET = {
-    "runtime should support portforward": "a pod IP the host reaches and a real listener behind port-forward",
-    "multiple containers in a pod should support network": "a web server answering on the pod IP",
-    "should succeed when using a valid subPath": "image volumes",
-}
+NOT_YET: dict[str, str] = {}
 SUITE_TIMEOUT = "10m"
 BUILD_HINT = "bash ../shared/tools/build-node-parts.sh <git dir of kubernetes-sigs/cri-tools>"
 IN_CI = os.environ.get("CI") == "true"
