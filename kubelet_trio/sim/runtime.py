@@ -156,6 +156,19 @@ def _lines(text: str, stream: str) -> list[OutputLine]:
     return [OutputLine("stdout" if stream == "stdout" else "stderr", line) for line in text.splitlines()]
 
 
+def _sandbox_info(sandbox: SandboxRecord) -> dict[str, object]:
+    """The keys of containerd's verbose sandbox ``info`` that mean something without processes (no pid, no
+    OCI spec, no snapshot, no CNI result), with containerd's values: the pause process is "running" while
+    the sandbox is ready and "deleted" once stopped."""
+    return {
+        "pid": 0,
+        "processStatus": "running" if sandbox.ready else "deleted",
+        "netNamespaceClosed": sandbox.network_closed,
+        "runtimeHandler": sandbox.runtime_handler,
+        "sim": True,
+    }
+
+
 def _behaviour_of(outcome: Outcome, listens: tuple[int, ...]) -> Behaviour:
     """What a container whose command had ``outcome`` does: print, then exit or run on."""
     output = (*_lines(outcome.stdout, "stdout"), *_lines(outcome.stderr, "stderr"))
@@ -448,7 +461,7 @@ class SimRuntime:
     ) -> pb.PodSandboxStatusResponse:
         op = "PodSandboxStatus"
         sandbox = _get(self._sandboxes, pod_sandbox_id, op, "an error occurred when try to find sandbox")
-        info = {"info": json.dumps({"sandboxID": sandbox.id, "pid": 0, "sim": True})} if verbose else {}
+        info = {"info": json.dumps(_sandbox_info(sandbox))} if verbose else {}
         return pb.PodSandboxStatusResponse(status=sandbox.status(), info=info)
 
     async def list_pod_sandbox(self, filter: pb.PodSandboxFilter | None = None) -> list[pb.PodSandbox]:

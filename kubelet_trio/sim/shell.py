@@ -572,17 +572,23 @@ class _Shell:
         if tokens and tokens[0] == "!":
             negate, tokens = True, tokens[1:]
         pipeline: list[list[str]] = [[]]
+        redirections: list[list[tuple[int, str]]] = [[]]
         while tokens and tokens[0] not in _OPERATORS - {"|"} and tokens[0] not in ("do", "done"):
+            redirection, tokens = _redirection(tokens)
+            if redirection is not None:
+                redirections[-1].append(redirection)
+                continue
             if tokens[0] == "|":
                 pipeline.append([])
+                redirections.append([])
             else:
                 pipeline[-1].append(tokens[0])
             tokens = tokens[1:]
         if not run:
             return Outcome(), tokens
         stdin, total = self.view.stdin, Outcome()
-        for argv in pipeline:
-            step = self.command(argv, stdin)
+        for argv, redirected in zip(pipeline, redirections, strict=True):
+            step = _redirect(self.command(argv, stdin), redirected)
             stdin = step.stdout
             total = Outcome(
                 step.stdout,
@@ -621,6 +627,41 @@ class _Shell:
                 ), rest
             total = total.then(body)
         return attrs.evolve(total, forever=True), rest
+
+
+_DUP = re.compile(r"(\d?)>>?")  # ``>&2``, ``2>&1`` (the tokenizer splits off the ``&``)
+_TO_FILE = re.compile(r"(\d?)>>?(.*)")  # ``>/dev/null``, ``2> /dev/null``
+NULL = "/dev/null"
+
+
+def _redirection(tokens: list[str]) -> tuple[tuple[int, str] | None, list[str]]:
+    """The output redirection ``tokens`` start with, as (fd, target: ``"1"``, ``"2"`` or ``/dev/null``),
+    and the tokens after it; ``(None, tokens)`` when they start with none."""
+    dup = _DUP.fullmatch(tokens[0])
+    if dup and len(tokens) >= 3 and tokens[1] == "&" and tokens[2] in ("1", "2"):
+        return (int(dup[1] or 1), tokens[2]), tokens[3:]
+    if match := _TO_FILE.fullmatch(tokens[0]):
+        target, rest = (
+            (match[2], tokens[1:]) if match[2] else (tokens[1] if len(tokens) > 1 else "", tokens[2:])
+        )
+        if target != NULL:  # the only file this shell can write
+            raise Unknown(f">{target}")
+        return (int(match[1] or 1), NULL), rest
+    return None, tokens
+
+
+def _redirect(outcome: Outcome, redirections: list[tuple[int, str]]) -> Outcome:
+    """Apply a command's output redirections, left to right as sh does (``2>&1 >/dev/null`` sends stderr
+    where stdout went before)."""
+    if not redirections:
+        return outcome
+    fds = {1: "1", 2: "2"}  # where each of the command's descriptors writes
+    for fd, target in redirections:
+        fds[fd] = fds[int(target)] if target in ("1", "2") else target
+    streams = {"1": "", "2": "", NULL: ""}
+    streams[fds[1]] += outcome.stdout
+    streams[fds[2]] += outcome.stderr
+    return attrs.evolve(outcome, stdout=streams["1"], stderr=streams["2"])
 
 
 def _until(tokens: list[str], word: str) -> list[str]:
