@@ -142,6 +142,7 @@ def main(argv: list[str]) -> int:
         stop_missing_ok=args.idempotent_stops,
         image_fs_mountpoint=args.image_fs_dir,
         pod_cidr=args.pod_cidr or DEFAULT_POD_CIDR,
+        run_commands=True,
     )
     failures: list[BaseException] = []
     try:

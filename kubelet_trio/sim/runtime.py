@@ -7,10 +7,12 @@ Containers follow behaviour scripts (:mod:`kubelet_trio.sim.script`) chosen per 
 2. ``image_behaviours`` given to the constructor, matched by exact image reference (any spelling:
    ``busybox`` = ``docker.io/library/busybox:latest``, or the image id), then by a key without tag or
    digest matching any tag of that repository, else
-3. the container's command and args, interpreted by a small shell (:mod:`kubelet_trio.sim.shell`):
-   ``sh -c 'echo hi; exit 3'`` prints and exits 3, ``sleep 3600`` runs, a ``while`` loop that echoes and
-   sleeps logs a line every period; a program the shell does not know, or no command, means
-4. ``run``.
+3. with ``run_commands`` (what ``sim-cri`` serves), the container's command and args, interpreted by a
+   small shell (:mod:`kubelet_trio.sim.shell`): ``sh -c 'echo hi; exit 3'`` prints and exits 3,
+   ``sleep 3600`` runs, a ``while`` loop that echoes and sleeps logs a line every period; a program the
+   shell does not know, or no command, means
+4. ``run`` (without ``run_commands``, every unscripted container: an embedded node's pods run until
+   stopped whatever their command says, unless a script decides otherwise).
 
 Every started container also gets a :class:`~kubelet_trio.sim.shell.View` (:mod:`kubelet_trio.sim.views`):
 ExecSync and streaming exec of a command no script names are answered by the shell against it (``id``,
@@ -245,6 +247,8 @@ class SimRuntime:
             (idempotent stops) and containerd 1.7+ answers; containerd 1.6, the default, says NotFound.
         image_fs_mountpoint: the directory ImageFsInfo names; the Go kubelet's cAdvisor stats it to find
             the image filesystem's capacity, so a sim serving it should name a directory that exists.
+        run_commands: an unscripted container does what its command says (step 3 above), as a runtime
+            serving any CRI client must; off, it runs until stopped, as embedded harnesses expect.
     """
 
     image_behaviours: Mapping[str, str] = attrs.field(factory=dict)
@@ -262,6 +266,7 @@ class SimRuntime:
     default_runtime_name: str = DEFAULT_RUNTIME_NAME
     stop_missing_ok: bool = False
     image_fs_mountpoint: str = IMAGE_FS_MOUNTPOINT
+    run_commands: bool = False
 
     _rng: random.Random = attrs.field(init=False)
     _ips: IpPool = attrs.field(init=False)
@@ -612,7 +617,7 @@ class SimRuntime:
             pid = 1 if self._pid_mode(container) is pb.NamespaceMode.CONTAINER else container.pid
             for path in NGINX_PID_FILES:  # /var/run links to /run in the image
                 container.view.files[path] = f"{pid}\n"
-        if container.scripted:
+        if container.scripted or not self.run_commands:
             return
         if not (container.config.command or container.config.args) and container.argv[:1] != (NNP,):
             # the image's default process runs until stopped; a web server listens and says so

@@ -690,6 +690,7 @@ async def test_nginx_writes_its_pid_file_and_shows_in_the_host_pid_namespace(
 
 
 async def test_httpd_logs_its_start_up(sim: SimRuntime, pods: Pods) -> None:
+    sim.run_commands = True  # as sim-cri serves
     httpd = "registry.k8s.io/e2e-test-images/httpd:2.4.39-4"
     await _pulled(sim, httpd)
     sandbox_id, config = await pods.sandbox()
@@ -704,6 +705,7 @@ async def test_httpd_logs_its_start_up(sim: SimRuntime, pods: Pods) -> None:
 async def test_set_uid_program_runs_as_root_unless_no_new_privs(
     sim: SimRuntime, pods: Pods, no_new_privs: bool, euid: int
 ) -> None:
+    sim.run_commands = True  # as sim-cri serves
     nnp = "registry.k8s.io/e2e-test-images/nonewprivs:1.3"
     await _pulled(sim, nnp)
     sandbox_id, sandbox_config = await pods.sandbox()
@@ -722,3 +724,26 @@ async def test_set_uid_program_runs_as_root_unless_no_new_privs(
     status = await pods.status(cid)
     assert (status.state, status.exit_code) == (EXITED, 0)
     assert (await trio.Path(status.log_path).read_text()).endswith(f" stdout F Effective uid: {euid}\n")
+
+
+async def test_an_embedded_sim_runs_an_unscripted_command_until_stopped(
+    sim: SimRuntime, pods: Pods, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Harnesses rely on it: a pod's command decides nothing unless a script does (or ``run_commands``)."""
+    sandbox_id, sandbox_config = await pods.sandbox()
+    config = pb.ContainerConfig(
+        metadata=pb.ContainerMetadata(name="once"),
+        image=pb.ImageSpec(image=pods.image),
+        command=["sh", "-c", "echo once; exit 3"],
+        log_path="once.log",
+    )
+    cid = await sim.create_container(sandbox_id, config, sandbox_config)
+    await sim.start_container(cid)
+    await trio.sleep(3600)
+    assert (await pods.status(cid)).state is pb.ContainerState.CONTAINER_RUNNING
+    sim.run_commands = True  # as sim-cri serves: the command runs, prints and exits 3
+    config.metadata = pb.ContainerMetadata(name="once", attempt=1)
+    cid = await sim.create_container(sandbox_id, config, sandbox_config)
+    await sim.start_container(cid)
+    status = await pods.status(cid)
+    assert (status.state, status.exit_code) == (pb.ContainerState.CONTAINER_EXITED, 3)
