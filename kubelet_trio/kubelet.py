@@ -417,6 +417,7 @@ class Kubelet:
             container_gc=self,
             image_gc=self._image_gc or self.image_gc_manager,
         )
+        self.metrics.track_evictions(self.eviction_manager.evictions)
         self._container_log_manager = ContainerLogManager(
             runtime=self.runtime,
             policy=LogRotatePolicy(self.config.container_log_max_size, self.config.container_log_max_files),
@@ -447,7 +448,9 @@ class Kubelet:
             events=self.record_event,
             memory_backed=self.config.memory_backed_volumes,
             tokens=tokens,
+            on_operation=self.metrics.observe_storage_operation,
         )
+        self.metrics.track_volumes(self.volume_manager.volume_counts)
 
     @property
     def api_client(self) -> Any:

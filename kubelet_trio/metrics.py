@@ -19,12 +19,29 @@ Durations are measured on Trio's clock, so they are exact under ``MockClock``.
   each report the same process) and client-go's ``rest_client_requests_total{code,method,host}`` /
   ``rest_client_request_duration_seconds{verb,host}``, fed by the API client
   (:class:`~kubelet_trio.client.metrics.RequestMetrics`).
+- ``kubelet_node_config_error`` (always 0: this kubelet has no dynamic config to fail) and
+  ``kubelet_evictions{eviction_signal}`` (read from the eviction manager's counts, present once a pod was
+  evicted; Go's name has no ``_total``).
+- ``storage_operation_duration_seconds{volume_plugin,operation_name,status,migrated}``: each volume
+  set-up (``volume_mount``) and tear-down (``volume_unmount``) of the volume manager, and
+  ``volume_manager_total_volumes{plugin_name,state}`` (desired and actual state of the world), present
+  once a pod has a volume.
+- ``kubelet_certificate_manager_{client,server}_ttl_seconds`` and the renewal error counters
+  ``kubelet_certificate_manager_client_expiration_renew_errors`` /
+  ``kubelet_server_expiration_renew_errors``, present for the certificate managers handed to
+  :meth:`KubeletMetrics.track_certificates` (certificate rotation on).
+- ``go_goroutines``: the number of Trio tasks of the run, the stand-in for goroutines that dashboards
+  plot; a test harness running several nodes in one Trio run counts them all.
 - ``kubelet_trio_boundary_errors_total{boundary}`` (this project's own): failures contained at a peer
   (:mod:`kubelet_trio.boundary`), present once one happened.
 - ``/metrics/probes`` is a registry of its own, as in Go: ``prober_probe_total{probe_type,result,
   container,pod,namespace,pod_uid}``, ``prober_probe_duration_seconds`` and
   ``process_start_time_seconds``, fed by the probe workers
   (:class:`~kubelet_trio.prober.metrics.ProbeMetrics`).
+
+Not served: ``kubelet_cgroup_manager_duration_seconds`` (this kubelet has no cgroup manager yet: pod
+cgroups are the runtime's) and ``storage_operation_errors_total`` (gone from the Go kubelet too: a
+failure is ``status="fail-unknown"`` on the duration).
 
 A node whose servers do not serve ``/metrics`` (``--port 0 --read-only-port 0``) builds
 ``KubeletMetrics(enabled=False)``: every hook does nothing and prometheus-client is never imported.
@@ -39,8 +56,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 import trio
@@ -59,7 +76,7 @@ if TYPE_CHECKING:
     from kubelet_trio.prober.results import ProbeKind, ProbeResult
     from kubelet_trio.status.manager import StatusManager
 
-__all__ = ["CONTENT_TYPE", "KubeletMetrics", "render_registry"]
+__all__ = ["CONTENT_TYPE", "CertificateSource", "KubeletMetrics", "render_registry"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +93,22 @@ REST_CLIENT_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 3
 PROBE_TYPES = {"liveness": "Liveness", "readiness": "Readiness", "startup": "Startup"}
 PROBE_RESULTS = {"Success": "successful", "Failure": "failed", "Unknown": "unknown"}
 _CREATED_TYPES = frozenset({"counter", "histogram", "summary", "gaugehistogram"})
+STORAGE_OPERATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 25, 50, 120, 300, 600)
+#: Go counters whose names do not end in ``_total`` (prometheus-client would add it to TYPE and HELP).
+_UNSUFFIXED_COUNTERS = (
+    "kubelet_evictions",
+    "kubelet_certificate_manager_client_expiration_renew_errors",
+    "kubelet_server_expiration_renew_errors",
+)
+
+
+class CertificateSource(Protocol):
+    """What the certificate metrics read of a certificate manager."""
+
+    @property
+    def renew_errors(self) -> int: ...
+
+    def expiration(self) -> dt.datetime | None: ...
 
 
 @attrs.frozen
@@ -101,7 +134,82 @@ def render_registry(registry: CollectorRegistry) -> bytes:
     """The text exposition format 0.0.4 of ``registry``, without ``*_created`` series."""
     from prometheus_client.exposition import generate_latest
 
-    return generate_latest(_WithoutCreated(registry))
+    text = generate_latest(_WithoutCreated(registry))
+    for name in _UNSUFFIXED_COUNTERS:
+        for line in (b"# HELP ", b"# TYPE "):
+            text = text.replace(line + name.encode() + b"_total ", line + name.encode() + b" ")
+    return text
+
+
+def _unsuffixed_counter(name: str, documentation: str) -> Metric:
+    """A Go counter named without ``_total`` (see :data:`_UNSUFFIXED_COUNTERS`); add samples named
+    ``name``."""
+    from prometheus_client.metrics_core import Metric
+
+    assert name in _UNSUFFIXED_COUNTERS
+    return Metric(name, documentation, "counter")
+
+
+def _count_tasks(task: trio.lowlevel.Task) -> int:
+    return 1 + sum(_count_tasks(child) for nursery in task.child_nurseries for child in nursery.child_tasks)
+
+
+@attrs.define(eq=False)
+class _NodeCollector:
+    """Series read from the node's parts at scrape time: evictions, volumes, certificates, tasks."""
+
+    evictions: Mapping[str, int] | None = None
+    volumes: Callable[[], Mapping[tuple[str, str], int]] | None = None
+    client_certificate: CertificateSource | None = None
+    server_certificate: CertificateSource | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        if self.evictions:
+            evictions = _unsuffixed_counter(
+                "kubelet_evictions", "Cumulative number of pod evictions by eviction signal"
+            )
+            for signal, count in sorted(self.evictions.items()):
+                evictions.add_sample("kubelet_evictions", {"eviction_signal": signal}, count)
+            yield evictions
+        counts = self.volumes() if self.volumes is not None else {}
+        if counts:
+            volumes = GaugeMetricFamily(
+                "volume_manager_total_volumes",
+                "Number of volumes in Volume Manager",
+                labels=["plugin_name", "state"],
+            )
+            for (plugin, state), count in sorted(counts.items()):
+                volumes.add_metric([plugin, state], count)
+            yield volumes
+        for source, kind, errors in (
+            (self.client_certificate, "client", "kubelet_certificate_manager_client_expiration_renew_errors"),
+            (self.server_certificate, "server", "kubelet_server_expiration_renew_errors"),
+        ):
+            if source is None:
+                continue
+            expiration = source.expiration()
+            ttl = (expiration - dt.datetime.now(dt.UTC)).total_seconds() if expiration else float("inf")
+            yield GaugeMetricFamily(
+                f"kubelet_certificate_manager_{kind}_ttl_seconds",
+                f"Seconds until the kubelet's {kind} certificate expires (negative once expired, +Inf "
+                "when there is none).",
+                ttl,
+            )
+            family = _unsuffixed_counter(errors, "Counter of certificate renewal errors.")
+            family.add_sample(errors, {}, source.renew_errors)
+            yield family
+        try:
+            root = trio.lowlevel.current_root_task()
+        except RuntimeError:  # rendered outside Trio
+            return
+        if root is None:
+            return
+        tasks = _count_tasks(root)
+        yield GaugeMetricFamily(
+            "go_goroutines", "Number of Trio tasks that currently exist (the stand-in for goroutines).", tasks
+        )
 
 
 @attrs.frozen
@@ -167,6 +275,9 @@ class KubeletMetrics:
     node_name: Gauge = attrs.field(init=False)
     rest_client_requests: Counter = attrs.field(init=False)
     rest_client_request_duration: Histogram = attrs.field(init=False)
+    node_config_error: Gauge = attrs.field(init=False)
+    storage_operation_duration: Histogram = attrs.field(init=False)
+    _node: _NodeCollector = attrs.Factory(_NodeCollector)
     probes_registry: CollectorRegistry = attrs.field(init=False)
     prober_probes: Counter = attrs.field(init=False)
     prober_probe_duration: Histogram = attrs.field(init=False)
@@ -236,8 +347,22 @@ class KubeletMetrics:
         self.node_name = Gauge(
             "kubelet_node_name", "The node's name. The count is always 1.", ["node"], registry=r
         )
+        self.node_config_error = Gauge(
+            "kubelet_node_config_error",
+            "This metric is true (1) if the node is experiencing a configuration-related error, false (0) "
+            "otherwise.",
+            registry=r,
+        )
+        self.storage_operation_duration = Histogram(
+            "storage_operation_duration_seconds",
+            "Storage operation duration",
+            ["volume_plugin", "operation_name", "status", "migrated"],
+            buckets=STORAGE_OPERATION_BUCKETS,
+            registry=r,
+        )
         ProcessCollector(registry=r)
         r.register(_BoundaryErrorsCollector(self.boundary_errors))
+        r.register(self._node)
         self.rest_client_requests = Counter(
             "rest_client_requests",
             "Number of HTTP requests, partitioned by status code, method, and host.",
@@ -277,6 +402,30 @@ class KubeletMetrics:
             return
         self.node_name.clear()
         self.node_name.labels(name).set(1)
+
+    def track_evictions(self, evictions: Mapping[str, int]) -> None:
+        """``kubelet_evictions`` reads ``evictions`` (the eviction manager's counts by signal)."""
+        self._node.evictions = evictions
+
+    def track_volumes(self, counts: Callable[[], Mapping[tuple[str, str], int]]) -> None:
+        """``volume_manager_total_volumes`` from ``counts()``: (plugin, state) → volumes."""
+        self._node.volumes = counts
+
+    def track_certificates(
+        self, *, client: CertificateSource | None = None, server: CertificateSource | None = None
+    ) -> None:
+        """The TTL and renewal-error series of the rotating certificate managers."""
+        if client is not None:
+            self._node.client_certificate = client
+        if server is not None:
+            self._node.server_certificate = server
+
+    def observe_storage_operation(self, plugin: str, operation: str, success: bool, seconds: float) -> None:
+        """One volume operation (:class:`~kubelet_trio.volumemanager.VolumeManager`'s hook)."""
+        if not self.enabled:
+            return
+        status = "success" if success else "fail-unknown"
+        self.storage_operation_duration.labels(plugin, operation, status, "false").observe(seconds)
 
     def request_result(self, code: str, method: str, host: str) -> None:
         """An API request attempt's answer (:class:`~kubelet_trio.client.metrics.RequestMetrics`)."""

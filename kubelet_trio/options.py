@@ -727,6 +727,20 @@ class KubeletOptions:
         G_RUNTIME,
         "PATH",
     )
+    image_import_dir: str = setting(
+        "--image-import-dir",
+        "imageImportDir",
+        _string,
+        "",
+        "a directory of image archives (*.tar, *.tar.gz, *.tar.zst; OCI or Docker, as `ctr images export`"
+        " writes them) imported into containerd's k8s.io namespace before the first pod starts and again"
+        " when one is added, for nodes without a registry (k3s's agent/images); needs containerd (its ctr"
+        " reaches the runtime's socket); default with --container-runtime managed:"
+        " <root-dir>/containerd/images",
+        G_RUNTIME,
+        "DIR",
+        path=True,
+    )
     cgroup_driver: str = setting(
         "--cgroup-driver",
         "cgroupDriver",

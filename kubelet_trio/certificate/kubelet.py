@@ -15,7 +15,7 @@ import datetime as dt
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -35,6 +35,9 @@ from kubelet_trio.client.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from kubelet_trio.clock import WallClock
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.logs import kv
+
+if TYPE_CHECKING:
+    from kubelet_trio.metrics import KubeletMetrics
 
 __all__ = [
     "SERVER_PREFIX",
@@ -137,9 +140,11 @@ async def open_node_api_client(
     clock: WallClock | None = None,
     open_bootstrap_client: OpenClient | None = None,
     run_sync: RunSync = run_in_thread,
+    metrics: KubeletMetrics | None = None,
 ) -> AsyncIterator[ApiClient]:
     """The node's API client for the block; bootstrap and rotation as the settings ask. An unusable
-    kubeconfig or a failed bootstrap is a RuntimeError naming the file (the CLI's one-line report)."""
+    kubeconfig or a failed bootstrap is a RuntimeError naming the file (the CLI's one-line report).
+    With rotation on, ``metrics`` gets the client certificate's TTL and renewal errors."""
     wall = clock or WallClock()
     if settings.bootstrap_kubeconfig:
         await load_client_cert(
@@ -172,6 +177,8 @@ async def open_node_api_client(
         return
     transport = RotatingTransport.for_pair(config, pair)
     manager.current.value = pair
+    if metrics is not None:
+        metrics.track_certificates(client=manager)
     manager.listeners.append(transport.rotate)
     async with open_api_client(config, transport=transport, qps=qps, burst=burst) as client:
         client_box.append(client)

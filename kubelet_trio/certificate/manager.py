@@ -105,6 +105,13 @@ class CertificateManager:
     current: trio_util.AsyncValue[CertificatePair | None] = attrs.Factory(lambda: trio_util.AsyncValue(None))
     #: Successful rotations since start (metrics, tests).
     rotations: int = 0
+    #: Failed rotations since start (``*_expiration_renew_errors``).
+    renew_errors: int = 0
+
+    def expiration(self) -> dt.datetime | None:
+        """``notAfter`` of the pair in use (the TTL metrics)."""
+        pair = self.current.value
+        return pair.not_after if pair is not None else None
 
     def load(self) -> CertificatePair | None:
         """Read the stored pair (a broken one counts as none). Blocking."""
@@ -168,6 +175,7 @@ class CertificateManager:
         except (CertificateRequestError, ApiClientError, StoreError, trio.TooSlowError) as err:
             reason = "not issued in time" if isinstance(err, trio.TooSlowError) else str(err)
             logger.error("certificate rotation failed", extra=kv(name=self.name, error=reason))
+            self.renew_errors += 1
             return False
         self.current.value = pair
         self.rotations += 1

@@ -18,6 +18,7 @@ import os
 import ssl
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 from cryptography import x509
@@ -30,6 +31,9 @@ from kubelet_trio.client import ApiClient
 from kubelet_trio.clock import WallClock
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.logs import kv
+
+if TYPE_CHECKING:
+    from kubelet_trio.metrics import KubeletMetrics
 
 __all__ = ["RELOAD_PERIOD", "open_serving_certificate", "placeholder_pair", "reload_certificate_files"]
 
@@ -80,12 +84,16 @@ async def open_serving_certificate(
     *,
     clock: WallClock | None = None,
     run_sync: RunSync = run_in_thread,
+    metrics: KubeletMetrics | None = None,
 ) -> AsyncIterator[Path]:
     """Keep ``<cert_dir>/kubelet-server-current.pem`` issued by the cluster for the block; yields that
-    path (certificate and key in one file, for ``tlsCertFile`` and ``tlsPrivateKeyFile``)."""
+    path (certificate and key in one file, for ``tlsCertFile`` and ``tlsPrivateKeyFile``). ``metrics``
+    gets the serving certificate's TTL and renewal errors."""
     wall = clock or WallClock()
     manager = serving_certificate_manager(node_name, cert_dir, lambda: client, addresses, clock=wall)
     manager.run_sync = run_sync
+    if metrics is not None:
+        metrics.track_certificates(server=manager)
     await run_sync(_ensure_pair, manager.store, manager.template(), wall.now())
     async with trio.open_nursery() as nursery:
         await nursery.start(manager.run)

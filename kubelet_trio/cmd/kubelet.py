@@ -12,7 +12,12 @@ a manifest directory and/or URL; the runtime is any CRI runtime at ``--container
 
 Exit status 2: invalid flags, configuration or values, or no pod source; and a Kubelet API whose
 webhooks (authentication or authorization; a ``--config`` file turns both on by default, as in Go) have no
-API server to ask, i.e. no ``--kubeconfig``: refused with Go's error.
+API server to ask, i.e. no ``--kubeconfig``: refused with Go's error. ``--image-import-dir`` with the
+simulated runtime, which has no image store to import into.
+
+``--image-import-dir`` (the managed runtime: ``<root-dir>/containerd/images`` by default) imports the
+image archives there before the node starts (:mod:`kubelet_trio.images.importer`); with a remote runtime
+that is not containerd the node stops with exit status 1, naming the runtime.
 
 Exit status 1 as well when ``--image-credential-provider-config``/``--image-credential-provider-bin-dir``
 is given and the plugins cannot be registered (the file does not read or validate, a binary is missing):
@@ -28,6 +33,7 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
@@ -129,12 +135,15 @@ def build_sources(options: KubeletOptions) -> tuple[PodConfig, list[PodSource]]:
 
 @contextlib.asynccontextmanager
 async def open_runtime(options: KubeletOptions) -> AsyncIterator[Runtime]:
+    """The node's runtime; with ``--image-import-dir`` (the managed runtime: always) the image archives
+    there are imported before it is yielded, so before any sandbox starts, and followed after."""
     if options.runtime == "sim":
         from kubelet_trio.sim.runtime import SimRuntime
 
         yield SimRuntime()
         return
     from kubelet_trio.cri.remote import open_cri_runtime
+    from kubelet_trio.images.importer import open_image_importer
 
     if component_configs(options).container_runtime == "managed":  # a containerd of our own
         from kubelet_trio.containerd import open_managed_containerd
@@ -146,15 +155,38 @@ async def open_runtime(options: KubeletOptions) -> AsyncIterator[Runtime]:
                 subnet=options.pod_cidr or None,
             ) as ctrd,
             open_cri_runtime(ctrd.endpoint, request_timeout=options.runtime_request_timeout) as runtime,
+            open_image_importer(Path(options.image_import_dir or ctrd.layout.images_dir), ctrd.layout.socket),
         ):
             yield runtime
         return
-    async with open_cri_runtime(
-        options.container_runtime_endpoint,
-        options.image_service_endpoint or None,
-        request_timeout=options.runtime_request_timeout,
-    ) as runtime:
+    async with (
+        open_cri_runtime(
+            options.container_runtime_endpoint,
+            options.image_service_endpoint or None,
+            request_timeout=options.runtime_request_timeout,
+        ) as runtime,
+        contextlib.AsyncExitStack() as importing,
+    ):
+        if options.image_import_dir:
+            socket = await containerd_socket(runtime, options)
+            await importing.enter_async_context(open_image_importer(Path(options.image_import_dir), socket))
         yield runtime
+
+
+async def containerd_socket(runtime: Runtime, options: KubeletOptions) -> Path:
+    """The socket ``ctr`` imports images through: the image service's, when the runtime is containerd
+    (whose CRI socket is its main socket). Any other runtime refuses ``--image-import-dir``."""
+    endpoint = options.image_service_endpoint or options.container_runtime_endpoint
+    await check_runtime(runtime, options)
+    with trio.fail_after(RUNTIME_CHECK_TIMEOUT):
+        version = await runtime.version()
+    if version.runtime_name != "containerd" or not endpoint.startswith("unix://"):
+        raise RuntimeError(
+            f"--image-import-dir needs containerd: archives are imported with containerd's ctr through its"
+            f" own API on the runtime's socket, and the runtime at {endpoint} is"
+            f" {version.runtime_name or 'unnamed'} {version.runtime_version}".rstrip()
+        )
+    return Path(endpoint.removeprefix("unix://"))
 
 
 async def check_runtime(runtime: Runtime, options: KubeletOptions) -> None:
@@ -353,6 +385,11 @@ def _validate(options: KubeletOptions) -> None:
         )
     if options.runonce and options.pod_manifest_path and not os.path.exists(options.pod_manifest_path):
         raise UsageError(f"--pod-manifest-path {options.pod_manifest_path} does not exist")
+    if options.image_import_dir and options.runtime == "sim":
+        raise UsageError(
+            "--image-import-dir imports image archives into containerd with ctr; the simulated runtime"
+            " (--runtime sim) has no image store to import into"
+        )
     _validate_webhooks(options)
 
 

@@ -122,6 +122,12 @@ class ContainerdLayout:
     def log(self) -> Path:
         return self.workdir / "containerd.log"
 
+    @property
+    def images_dir(self) -> Path:
+        """Image archives imported at start and when added (``--image-import-dir``'s default for the
+        managed runtime; k3s's ``agent/images``)."""
+        return self.workdir / "images"
+
     def command(self) -> list[str]:
         return [
             "containerd",

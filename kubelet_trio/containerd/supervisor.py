@@ -8,7 +8,8 @@ containerd (SIGTERM, SIGKILL after a grace period); its shims and so the pods ke
 Go kubelet, and the next start adopts them — the network claim survives while its state directory does.
 
 Registry settings are containerd's own ``hosts.toml`` files under ``<root-dir>/containerd/certs.d``
-(``config_path``); files already there are kept.
+(``config_path``); files already there are kept. ``<root-dir>/containerd/images`` is created for image
+archives (:mod:`kubelet_trio.images.importer`; the default ``--image-import-dir`` of this runtime).
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ class ManagedContainerd:
 
     def _prepare(self) -> PodNetwork:
         self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.layout.images_dir.mkdir(exist_ok=True, mode=0o700)
         network = claim_network(
             str(self.workdir.resolve()), subnet=self.subnet, keep_while=self.layout.root, adopt=True
         )

@@ -1,4 +1,5 @@
-"""Image garbage collection (Go: ``pkg/kubelet/images``); pulling lives in ``kuberuntime.images``."""
+"""Image garbage collection (Go: ``pkg/kubelet/images``) and image archives imported from a directory
+(``--image-import-dir``); pulling lives in ``kuberuntime.images``."""
 
 from kubelet_trio.images.gc import ImageGCError, ImageGCManager, ImageGCPolicy, NodeEventSink
 from kubelet_trio.images.imagefs import (
@@ -9,6 +10,7 @@ from kubelet_trio.images.imagefs import (
     ImageFsStatsProvider,
     StatvfsImageFs,
 )
+from kubelet_trio.images.importer import ImageImporter, ImageImportError, open_image_importer
 
 __all__ = [
     "FixedCapacityImageFs",
@@ -19,6 +21,9 @@ __all__ = [
     "ImageGCError",
     "ImageGCManager",
     "ImageGCPolicy",
+    "ImageImportError",
+    "ImageImporter",
     "NodeEventSink",
     "StatvfsImageFs",
+    "open_image_importer",
 ]

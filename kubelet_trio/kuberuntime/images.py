@@ -175,9 +175,22 @@ def should_pull_image(policy: str, present: bool) -> bool:
     return not present  # IfNotPresent
 
 
+#: gRPC status names as Go's ``codes.Code.String()`` spells the ones that differ from CamelCase.
+_GO_CODE_NAMES = {"CANCELLED": "Canceled"}
+
+
+def _go_error_text(err: cri_errors.CriError) -> str:
+    """A failed PullImage as Go's CRI client reports it: an UNKNOWN status is its message alone (the
+    client strips the code), any other ``rpc error: code = <Code> desc = <message>``."""
+    if err.code == "UNKNOWN":
+        return err.message
+    name = _GO_CODE_NAMES.get(err.code) or "".join(part.capitalize() for part in err.code.split("_"))
+    return f"rpc error: code = {name} desc = {err.message}"
+
+
 def _aggregate(errors: Sequence[cri_errors.CriError]) -> str:
     """``utilerrors.NewAggregate(errs).Error()``: one message as it is, several de-duplicated in brackets."""
-    unique = list(dict.fromkeys(str(err) for err in errors))
+    unique = list(dict.fromkeys(_go_error_text(err) for err in errors))
     return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
 
 

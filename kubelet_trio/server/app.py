@@ -4,7 +4,7 @@
 - :func:`healthz_app` (``--healthz-port``, default 127.0.0.1:10248): ``/healthz`` only (defined in
   :mod:`kubelet_trio.server.healthz`, which loads none of the other handlers).
 - :func:`read_only_app` (``--read-only-port``, off by default): ``/healthz``, ``/pods``, ``/runningpods/``,
-  ``/metrics``, ``/metrics/probes``, ``/metrics/resource``, ``/stats/summary`` and
+  ``/metrics``, ``/metrics/cadvisor``, ``/metrics/probes``, ``/metrics/resource``, ``/stats/summary`` and
   ``/containerLogs/{namespace}/{pod}/{container}``. Without authentication, like the Go kubelet's
   read-only port, so keep it on a trusted address.
 - :func:`kubelet_api_app` (``--port``, default 10250): the same handlers, ``/configz`` (Go installs it
@@ -25,7 +25,11 @@ from kubelet_trio.server.exec import exec_routes
 from kubelet_trio.server.healthz import healthz_app, healthz_routes
 from kubelet_trio.server.pods import pods_handler, running_pods_handler
 from kubelet_trio.server.proxy import StreamProxy
-from kubelet_trio.server.stats import resource_metrics_handler, stats_summary_handler
+from kubelet_trio.server.stats import (
+    cadvisor_metrics_handler,
+    resource_metrics_handler,
+    stats_summary_handler,
+)
 
 if TYPE_CHECKING:
     from kubelet_trio.server.host import HostInterface
@@ -75,6 +79,7 @@ def read_only_app(kubelet: HostInterface) -> App:
             Route("/runningpods", running),
             Route("/runningpods/", running),
             Route("/metrics", metrics_handler(kubelet)),
+            Route("/metrics/cadvisor", cadvisor_metrics_handler(kubelet)),
             Route("/metrics/probes", probe_metrics_handler(kubelet)),
             Route("/metrics/resource", resource_metrics_handler(kubelet)),
             Route("/stats/summary", summary),

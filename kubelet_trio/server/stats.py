@@ -1,6 +1,7 @@
-"""``/stats/summary`` and ``/metrics/resource`` (Go: ``pkg/kubelet/server/stats``,
-``metrics/collectors/resource_metrics.go``), both from the node's
-:class:`~kubelet_trio.stats.CriStatsProvider`.
+"""``/stats/summary``, ``/metrics/resource`` and ``/metrics/cadvisor`` (Go: ``pkg/kubelet/server/stats``,
+``metrics/collectors/resource_metrics.go``, the cAdvisor handler of ``server.go``), the first two from
+the node's :class:`~kubelet_trio.stats.CriStatsProvider`, the last from CRI and the containers' cgroups
+(:mod:`kubelet_trio.stats.cadvisor`).
 
 ``/stats/summary?only_cpu_and_memory=true`` skips the disk usage walks, as Go's does. ``usageNanoCores``
 of the node needs two readings: it appears from the second request on (containers: when the runtime does
@@ -22,7 +23,7 @@ from kubelet_trio.stats.resource_metrics import resource_metrics_registry
 if TYPE_CHECKING:
     from kubelet_trio.server.host import HostInterface
 
-__all__ = ["resource_metrics_handler", "stats_summary_handler"]
+__all__ = ["cadvisor_metrics_handler", "resource_metrics_handler", "stats_summary_handler"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,5 +45,15 @@ def resource_metrics_handler(kubelet: HostInterface) -> Handler:
         except (cri_errors.CriError, OSError) as err:
             logger.error("error getting summary for resource metrics", extra=kv(err=err))
         return Response(200, render_registry(resource_metrics_registry(summary)), CONTENT_TYPE)
+
+    return handle
+
+
+def cadvisor_metrics_handler(kubelet: HostInterface) -> Handler:
+    async def handle(request: Request) -> Response:
+        from kubelet_trio.stats.cadvisor import cadvisor_registry, cadvisor_snapshot
+
+        snapshot = await cadvisor_snapshot(kubelet.runtime, kubelet.config.node_name, kubelet.run_sync)
+        return Response(200, render_registry(cadvisor_registry(snapshot)), CONTENT_TYPE)
 
     return handle

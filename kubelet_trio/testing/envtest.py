@@ -124,12 +124,20 @@ def _write_kubeconfig(path: Path, url: str, ca_file: Path, token: str) -> None:
 
 
 def start_envtest(
-    directory: Path, *, extra_args: Sequence[str] = (), authorization_mode: str = "AlwaysAllow"
+    directory: Path,
+    *,
+    extra_args: Sequence[str] = (),
+    authorization_mode: str = "AlwaysAllow",
+    service_account_admission: bool = False,
 ) -> EnvtestCluster:
     """Start etcd and kube-apiserver from ``directory`` and wait until ``/readyz`` answers 200.
 
     ``extra_args`` are appended to kube-apiserver's command line (a later scalar flag wins; a list flag
     such as ``--authorization-mode`` adds to the earlier value, hence its own parameter).
+    ``service_account_admission`` keeps the ServiceAccount admission plugin on (it copies a service
+    account's ``imagePullSecrets`` into its pods): nothing creates service accounts here, so a pod's
+    namespace then needs its ``default`` ServiceAccount created by the test, and with
+    ``automountServiceAccountToken: false`` unless the namespace has a ``kube-root-ca.crt`` ConfigMap.
     """
     import trustme
     from cryptography.hazmat.primitives import serialization
@@ -182,7 +190,7 @@ def start_envtest(
         f"--kubelet-client-certificate={work / 'kubelet-client.crt'}",
         f"--kubelet-client-key={work / 'kubelet-client.key'}",
         f"--authorization-mode={authorization_mode}",
-        "--disable-admission-plugins=ServiceAccount",
+        *(() if service_account_admission else ("--disable-admission-plugins=ServiceAccount",)),
         "--service-cluster-ip-range=10.0.0.0/24",
         "--allow-privileged=true",
         f"--service-account-issuer={url}",

@@ -120,10 +120,13 @@ def build_image(
     return OciImage(layer=layer, config=config, manifest=manifest)
 
 
-def push_image(registry: str, repository: str, tag: str, image: OciImage) -> str:
-    """Push through the OCI distribution API (blob upload then manifest PUT); return the digest ref."""
+def push_image(
+    registry: str, repository: str, tag: str, image: OciImage, *, auth: tuple[str, str] | None = None
+) -> str:
+    """Push through the OCI distribution API (blob upload then manifest PUT); return the digest ref.
+    ``auth``: a user and password for a registry that needs basic auth."""
     base = f"http://{registry}/v2/{repository}"
-    with httpx.Client(timeout=30) as client:
+    with httpx.Client(timeout=30, auth=auth) as client:
         for blob in (image.layer, image.config):
             if client.head(f"{base}/blobs/{blob.digest}").status_code == 200:
                 continue

@@ -1,4 +1,9 @@
-"""Run the CNCF distribution registry (Debian's ``docker-registry``) on a loopback port."""
+"""Run the CNCF distribution registry (Debian's ``docker-registry``) on a loopback port.
+
+With ``htpasswd`` (a file of ``user:bcrypt-hash`` lines, :func:`write_htpasswd`) every request needs
+HTTP basic auth, which distribution accepts over plain HTTP on loopback (it answers ``401`` with
+``WWW-Authenticate: Basic realm=...`` until given a valid user).
+"""
 
 from __future__ import annotations
 
@@ -22,10 +27,12 @@ def free_port() -> int:
 
 @attrs.define(eq=False)
 class LocalRegistry:
-    """A registry process serving plain HTTP on 127.0.0.1 with storage under ``workdir``."""
+    """A registry process serving plain HTTP on 127.0.0.1 with storage under ``workdir``; with
+    ``htpasswd``, only to the users of that file."""
 
     workdir: Path
     port: int = attrs.field(factory=free_port)
+    htpasswd: Path | None = None
     _proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -44,6 +51,11 @@ class LocalRegistry:
             f"storage: {{filesystem: {{rootdirectory: {self.workdir / 'data'}}}, "
             "delete: {enabled: true}}\n"
             f"http: {{addr: '{self.address}'}}\n"
+            + (
+                f"auth: {{htpasswd: {{realm: kubelet-trio-test, path: '{self.htpasswd}'}}}}\n"
+                if self.htpasswd is not None
+                else ""
+            )
         )
         log_path = self.workdir / "registry.log"
         with log_path.open("ab") as log:  # the child keeps its own descriptor
@@ -55,7 +67,7 @@ class LocalRegistry:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"registry exited with {self._proc.returncode}; see {log_path}")
             try:
-                if httpx.get(f"http://{self.address}/v2/", timeout=1).status_code == 200:
+                if httpx.get(f"http://{self.address}/v2/", timeout=1).status_code in (200, 401):
                     return
             except httpx.TransportError:
                 pass
@@ -71,3 +83,17 @@ class LocalRegistry:
                 self._proc.kill()
                 self._proc.wait()
         self._proc = None
+
+
+def write_htpasswd(path: Path, users: dict[str, str]) -> Path:
+    """An htpasswd file with a bcrypt hash per user (the one scheme distribution accepts); needs the
+    ``bcrypt`` package (the test extra)."""
+    import bcrypt
+
+    lines = [
+        f"{user}:{bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=5)).decode()}\n"
+        for user, password in users.items()
+    ]
+    path.write_text("".join(lines))
+    path.chmod(0o600)
+    return path

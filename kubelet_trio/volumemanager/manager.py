@@ -29,6 +29,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Protocol
 
 import attrs
+import trio
 
 from kubelet_trio.api import EmptyDirVolumeSource, Pod, ProjectedVolumeSource, Volume
 from kubelet_trio.cm.allocatable import NodeAllocatable
@@ -90,6 +91,24 @@ class MountedVolume:
     read_only: bool = False
 
 
+#: Go's plugin names, by :attr:`MountedVolume.kind` (the ``volume_plugin`` / ``plugin_name`` labels)
+PLUGIN_NAMES = {
+    "emptyDir": "kubernetes.io/empty-dir",
+    "hostPath": "kubernetes.io/host-path",
+    "downwardAPI": "kubernetes.io/downward-api",
+    "configMap": "kubernetes.io/configmap",
+    "secret": "kubernetes.io/secret",
+    "projected": "kubernetes.io/projected",
+}
+#: ``(plugin, operation, success, seconds)``: one volume operation, for ``storage_operation_*`` metrics
+OperationHook = Callable[[str, str, bool, float], None]
+
+
+def _plugin_name(volume: Volume) -> str:
+    kinds = [kind for kind in volume.source_kinds() if kind in PLUGIN_NAMES]
+    return PLUGIN_NAMES[kinds[0]] if kinds else "kubernetes.io/" + "-".join(volume.source_kinds())
+
+
 def referenced_volumes(pod: Pod) -> list[Volume]:
     """The pod's volumes that at least one container mounts, in spec order."""
     spec = pod.spec
@@ -134,7 +153,27 @@ class VolumeManager:
     events: PodEvent | None = None
     tokens: TokenSource | None = None  # None: standalone, token projections fail
     memory_backed: bool | None = None  # secret/downwardAPI/projected on tmpfs; None: when root
+    on_operation: OperationHook | None = None
     _mounted: dict[str, dict[str, MountedVolume]] = attrs.field(factory=dict, init=False)
+    _desired: dict[str, dict[str, str]] = attrs.field(factory=dict, init=False)  # uid → name → plugin
+
+    def volume_counts(self) -> dict[tuple[str, str], int]:
+        """(plugin, ``desired_state_of_world`` | ``actual_state_of_world``) → volumes, for
+        ``volume_manager_total_volumes``."""
+        counts: dict[tuple[str, str], int] = {}
+        for volumes in self._desired.values():
+            for plugin in volumes.values():
+                key = (plugin, "desired_state_of_world")
+                counts[key] = counts.get(key, 0) + 1
+        for mounted in self._mounted.values():
+            for volume in mounted.values():
+                key = (PLUGIN_NAMES.get(volume.kind, volume.kind), "actual_state_of_world")
+                counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    def _observe(self, plugin: str, operation: str, success: bool, started: float) -> None:
+        if self.on_operation is not None:
+            self.on_operation(plugin, operation, success, trio.current_time() - started)
 
     def mounted_volumes(self, uid: str) -> Mapping[str, MountedVolume]:
         """``GetMountedVolumesForPod``: name → volume, for building container mounts."""
@@ -148,11 +187,18 @@ class VolumeManager:
         uid = pod.uid
         mounted = self._mounted.setdefault(uid, {})
         errors: list[VolumeError] = []
-        for volume in referenced_volumes(pod):
+        volumes = referenced_volumes(pod)
+        self._desired[uid] = {v.name or "": _plugin_name(v) for v in volumes}
+        for volume in volumes:
             name = volume.name or ""
+            started = trio.current_time()
+            current = mounted.get(name)
             try:
-                mounted[name] = await self._set_up(pod, volume, mounted.get(name))
+                mounted[name] = await self._set_up(pod, volume, current)
+                if mounted[name] is not current:  # set up or projected again, not found ready
+                    self._observe(_plugin_name(volume), "volume_mount", True, started)
             except (ValueError, OSError) as err:
+                self._observe(_plugin_name(volume), "volume_mount", False, started)
                 error = VolumeError(name, str(err))
                 errors.append(error)
                 logger.warning("volume setup failed", extra=kv(pod=kobj(pod), uid=uid, volume=name, err=err))
@@ -251,6 +297,8 @@ class VolumeManager:
         are left alone. Raises :class:`MountError` when an unmount fails."""
         volumes_dir = os.path.join(pod_dir(self.root_dir, uid), "volumes")
         errors: list[VolumeError] = []
+        started = trio.current_time()
+        self._desired.pop(uid, None)
         if self.tokens is not None:
             self.tokens.delete_service_account_token(uid)
         for path in await self.run_sync(_remove_volumes, volumes_dir, self.mounter.is_mount_point):
@@ -261,9 +309,12 @@ class VolumeManager:
                     VolumeError(os.path.basename(path), str(err), operation="UnmountVolume.TearDown")
                 )
         if errors:
+            for volume in self._mounted.get(uid, {}).values():
+                self._observe(PLUGIN_NAMES.get(volume.kind, volume.kind), "volume_unmount", False, started)
             raise MountError(errors)
         await self.run_sync(shutil.rmtree, volumes_dir, True)
-        self._mounted.pop(uid, None)
+        for volume in self._mounted.pop(uid, {}).values():  # each volume: the pod's teardown time
+            self._observe(PLUGIN_NAMES.get(volume.kind, volume.kind), "volume_unmount", True, started)
         logger.debug("volumes torn down", extra=kv(uid=uid))
 
     async def cleanup_orphaned_pod_dirs(self, keep: Collection[str]) -> list[str]:

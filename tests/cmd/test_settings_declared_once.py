@@ -101,6 +101,11 @@ GO_DEFAULTS: dict[str, Any] = {
 #: Keys whose default deliberately differs from Go's v1beta1 default: key -> (Go's default, why).
 DEVIATIONS: dict[str, tuple[Any, str]] = {}
 
+#: Configuration keys of this kubelet's own (no KubeletConfiguration field in Go): key -> what it is.
+OWN_KEYS: dict[str, str] = {
+    "imageImportDir": "image archives imported into containerd (k3s's agent/images)",
+}
+
 #: Go's defaults without a --config file, where they differ from v1beta1's (``applyLegacyDefaults`` in
 #: ``cmd/kubelet/app/options/options.go``): the flags keep their historical defaults.
 LEGACY_FLAG_DEFAULTS: dict[str, Any] = {
@@ -200,12 +205,16 @@ def empty_config_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_defaults_match_the_go_kubelets(setting: Any, empty_config_file: Path) -> None:
     """A --config file leaving a key out gets Go's v1beta1 default; without a file the flag's default is
     Go's legacy one where Go has one, else the same."""
-    assert (setting.key in GO_DEFAULTS) != (setting.key in DEVIATIONS), "decide: Go's default or a reason"
+    known = [setting.key in GO_DEFAULTS, setting.key in DEVIATIONS, setting.key in OWN_KEYS]
+    assert known.count(True) == 1, "decide: Go's default, a reason, or a key of this kubelet's own"
     file_default = setting.default if setting.file_default is None else setting.file_default
     from_file, _ = load_options(["--config", str(empty_config_file)])
     assert getattr(from_file, setting.dest) == file_default  # nothing in the file is needed to get it
     flags_only, _ = load_options([])
     assert getattr(flags_only, setting.dest) == setting.default
+    if setting.key in OWN_KEYS:
+        assert setting.default == file_default and setting.file_default is None
+        return
     if setting.key in DEVIATIONS:
         go_default, _ = DEVIATIONS[setting.key]
         assert setting.parse(go_default, True) != file_default  # still a deviation
@@ -253,6 +262,8 @@ def test_no_go_default_without_a_setting() -> None:
     keys = {s.key for s in SETTINGS}
     assert set(GO_DEFAULTS) <= keys
     assert set(DEVIATIONS) <= keys
+    assert set(OWN_KEYS) <= keys
+    assert not set(OWN_KEYS) & (set(GO_DEFAULTS) | set(DEVIATIONS))
     assert set(LEGACY_DEVIATIONS) <= set(LEGACY_FLAG_DEFAULTS) <= keys
 
 
