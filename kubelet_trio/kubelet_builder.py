@@ -94,7 +94,6 @@ def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
     """Build a node, not yet running (:func:`open_kubelet` runs it)."""
     runtime = deps.runtime
     deps.metrics.set_node_name(config.node_name)
-    _count_boundary_errors((runtime, *deps.sources), deps.metrics)
     if deps.instrument_runtime:
         runtime = InstrumentedRuntime(runtime, deps.metrics.observe_runtime_operation)
     sources = list(deps.sources)
@@ -138,14 +137,6 @@ def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
         host_stats=deps.host_stats,
     )
     return KubeletNode(kubelet, built[0] if built else None)
-
-
-def _count_boundary_errors(components: Sequence[object], metrics: KubeletMetrics) -> None:
-    """The runtime and sources built before the node (a CRI session, a file or URL source) count what
-    they contain of their peers' input on this node's metrics, unless given a counter of their own."""
-    for component in components:
-        if hasattr(component, "boundary_errors") and component.boundary_errors is None:
-            component.boundary_errors = metrics.boundary_errors
 
 
 def _is_simulated(runtime: Runtime) -> bool:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from kubelet_trio.boundary import BoundaryErrors
 from kubelet_trio.cm.allocatable import read_node_allocatable
 from kubelet_trio.config.file import FileSource, scan_manifest_path
 from kubelet_trio.config.podconfig import PodConfig
@@ -103,10 +104,13 @@ def kubelet_config(options: KubeletOptions) -> KubeletConfig:
     return component_configs(options).kubelet
 
 
-def build_sources(options: KubeletOptions) -> tuple[PodConfig, list[PodSource]]:
-    """The daemon's pod sources: the manifest path and/or URL, followed until stopped."""
+def build_sources(
+    options: KubeletOptions, boundary_errors: BoundaryErrors | None = None
+) -> tuple[PodConfig, list[PodSource]]:
+    """The daemon's pod sources: the manifest path and/or URL, followed until stopped; what they contain
+    of a broken manifest is counted in ``boundary_errors``."""
     names = [FILE_SOURCE] * bool(options.pod_manifest_path) + [HTTP_SOURCE] * bool(options.manifest_url)
-    names += [API_SOURCE] * bool(options.kubeconfig)  # API server mode (issue 7): source added in serve()
+    names += [API_SOURCE] * bool(options.kubeconfig)  # API server mode: the builder adds its source
     pod_config = PodConfig(sources=tuple(names))
     sources: list[PodSource] = []
     if options.pod_manifest_path:
@@ -116,6 +120,7 @@ def build_sources(options: KubeletOptions) -> tuple[PodConfig, list[PodSource]]:
                 options.node_name,
                 pod_config.source_channel(FILE_SOURCE),
                 check_period=options.file_check_frequency,
+                boundary_errors=boundary_errors,
             )
         )
     if options.manifest_url:
@@ -128,13 +133,16 @@ def build_sources(options: KubeletOptions) -> tuple[PodConfig, list[PodSource]]:
                 pod_config.source_channel(HTTP_SOURCE),
                 headers=options.manifest_url_header,
                 check_period=options.http_check_frequency,
+                boundary_errors=boundary_errors,
             )
         )
     return pod_config, sources
 
 
 @contextlib.asynccontextmanager
-async def open_runtime(options: KubeletOptions) -> AsyncIterator[Runtime]:
+async def open_runtime(
+    options: KubeletOptions, boundary_errors: BoundaryErrors | None = None
+) -> AsyncIterator[Runtime]:
     """The node's runtime; with ``--image-import-dir`` (the managed runtime: always) the image archives
     there are imported before it is yielded, so before any sandbox starts, and followed after."""
     if options.runtime == "sim":
@@ -154,7 +162,11 @@ async def open_runtime(options: KubeletOptions) -> AsyncIterator[Runtime]:
                 sandbox_image=options.pod_infra_container_image,
                 subnet=options.pod_cidr or None,
             ) as ctrd,
-            open_cri_runtime(ctrd.endpoint, request_timeout=options.runtime_request_timeout) as runtime,
+            open_cri_runtime(
+                ctrd.endpoint,
+                request_timeout=options.runtime_request_timeout,
+                boundary_errors=boundary_errors,
+            ) as runtime,
             open_image_importer(Path(options.image_import_dir or ctrd.layout.images_dir), ctrd.layout.socket),
         ):
             yield runtime
@@ -164,6 +176,7 @@ async def open_runtime(options: KubeletOptions) -> AsyncIterator[Runtime]:
             options.container_runtime_endpoint,
             options.image_service_endpoint or None,
             request_timeout=options.runtime_request_timeout,
+            boundary_errors=boundary_errors,
         ) as runtime,
         contextlib.AsyncExitStack() as importing,
     ):
@@ -205,8 +218,11 @@ async def check_runtime(runtime: Runtime, options: KubeletOptions) -> None:
 
 
 @contextlib.asynccontextmanager
-async def open_api(options: KubeletOptions) -> AsyncIterator[ApiClient | None]:
-    """API server mode (issue 7): the API client when ``--kubeconfig`` is given, else None."""
+async def open_api(
+    options: KubeletOptions, metrics: KubeletMetrics | None = None
+) -> AsyncIterator[ApiClient | None]:
+    """API server mode: the API client when ``--kubeconfig`` is given, else None; a rotating client
+    certificate reports its lifetime and renewal errors on ``metrics``."""
     if not options.kubeconfig:
         yield None
         return
@@ -217,7 +233,7 @@ async def open_api(options: KubeletOptions) -> AsyncIterator[ApiClient | None]:
         from kubelet_trio.certificate import open_node_api_client
 
         async with open_node_api_client(
-            certificates, qps=options.kube_api_qps, burst=options.kube_api_burst
+            certificates, qps=options.kube_api_qps, burst=options.kube_api_burst, metrics=metrics
         ) as client:
             yield client
         return
@@ -242,7 +258,10 @@ async def node_config(options: KubeletOptions) -> KubeletConfig:
 
 @contextlib.asynccontextmanager
 async def serving_certificate(
-    options: KubeletOptions, config: KubeletConfig, client: ApiClient | None
+    options: KubeletOptions,
+    config: KubeletConfig,
+    client: ApiClient | None,
+    metrics: KubeletMetrics | None = None,
 ) -> AsyncIterator[KubeletConfig]:
     """``--rotate-server-certificates`` in API mode: the Kubelet API serves a certificate the cluster
     issued (``kubernetes.io/kubelet-serving``), renewed before it expires; ``config`` otherwise."""
@@ -255,7 +274,9 @@ async def serving_certificate(
     def addresses() -> tuple[list[str], list[str]]:
         return [config.node_name], list(config.node_ips)
 
-    async with open_serving_certificate(client, config.node_name, certificates.cert_dir, addresses) as pem:
+    async with open_serving_certificate(
+        client, config.node_name, certificates.cert_dir, addresses, metrics=metrics
+    ) as pem:
         yield attrs.evolve(config, tls_cert_file=str(pem), tls_private_key_file=str(pem))
 
 
@@ -278,15 +299,15 @@ def check_swap(options: KubeletOptions, swaps: str = SWAPS) -> None:
 
 async def serve(options: KubeletOptions, credential_providers: tuple[PluginProvider, ...] = ()) -> int:
     check_swap(options)
-    pod_config, sources = build_sources(options)
     config = await node_config(options)
     # /metrics is served by the Kubelet API and the read-only server; without them nothing is recorded
     metrics = KubeletMetrics(enabled=bool(config.port or config.read_only_port))
+    pod_config, sources = build_sources(options, metrics.boundary_errors)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with (
-            open_runtime(options) as runtime,
-            open_api(options) as client,
-            serving_certificate(options, config, client) as config,
+            open_runtime(options, metrics.boundary_errors) as runtime,
+            open_api(options, metrics) as client,
+            serving_certificate(options, config, client, metrics) as config,
         ):
             deps = KubeletDeps(
                 runtime=runtime,
@@ -299,7 +320,7 @@ async def serve(options: KubeletOptions, credential_providers: tuple[PluginProvi
                     reserved=(options.kube_reserved, options.system_reserved),
                     eviction_hard=options.eviction_hard,
                 ),
-                api_client=client,  # API server mode (issue 7) when --kubeconfig is given
+                api_client=client,  # API server mode when --kubeconfig is given
                 api_options=component_configs(options).api_mode,
                 configz=configz_body(options),  # /configz on the Kubelet API port
                 credential_providers=credential_providers,
