@@ -37,7 +37,7 @@ from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.logs import kv
 
 if TYPE_CHECKING:
-    from kubelet_trio.metrics import KubeletMetrics
+    from kubelet_trio.certificate.manager import CertificateMetrics
 
 __all__ = [
     "SERVER_PREFIX",
@@ -140,7 +140,7 @@ async def open_node_api_client(
     clock: WallClock | None = None,
     open_bootstrap_client: OpenClient | None = None,
     run_sync: RunSync = run_in_thread,
-    metrics: KubeletMetrics | None = None,
+    metrics: CertificateMetrics | None = None,
 ) -> AsyncIterator[ApiClient]:
     """The node's API client for the block; bootstrap and rotation as the settings ask. An unusable
     kubeconfig or a failed bootstrap is a RuntimeError naming the file (the CLI's one-line report).

@@ -15,6 +15,7 @@ import datetime as dt
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import attrs
 import trio
@@ -38,6 +39,7 @@ from kubelet_trio.logs import kv
 __all__ = [
     "CERTIFICATE_WAIT_TIMEOUT",
     "CertificateManager",
+    "CertificateMetrics",
     "RotationBackoff",
     "rotation_deadline",
 ]
@@ -79,6 +81,15 @@ class RotationBackoff:
             return self.steady
         base: float = self.initial * self.factor**failures
         return base * (1 + self.jitter * rng.random())
+
+
+class CertificateMetrics(Protocol):
+    """Where a rotating pair's lifetime and renewal errors are reported (the node's metrics; declared
+    here so that certificates need not know the metrics module above them)."""
+
+    def track_certificates(
+        self, *, client: CertificateManager | None = None, server: CertificateManager | None = None
+    ) -> None: ...
 
 
 @attrs.define(eq=False)

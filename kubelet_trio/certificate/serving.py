@@ -33,7 +33,7 @@ from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.logs import kv
 
 if TYPE_CHECKING:
-    from kubelet_trio.metrics import KubeletMetrics
+    from kubelet_trio.certificate.manager import CertificateMetrics
 
 __all__ = ["RELOAD_PERIOD", "open_serving_certificate", "placeholder_pair", "reload_certificate_files"]
 
@@ -84,7 +84,7 @@ async def open_serving_certificate(
     *,
     clock: WallClock | None = None,
     run_sync: RunSync = run_in_thread,
-    metrics: KubeletMetrics | None = None,
+    metrics: CertificateMetrics | None = None,
 ) -> AsyncIterator[Path]:
     """Keep ``<cert_dir>/kubelet-server-current.pem`` issued by the cluster for the block; yields that
     path (certificate and key in one file, for ``tlsCertFile`` and ``tlsPrivateKeyFile``). ``metrics``
