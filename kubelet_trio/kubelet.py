@@ -22,12 +22,14 @@ import trio_util
 
 from kubelet_trio import defaults
 from kubelet_trio.api import Pod
+from kubelet_trio.api.container import Container
 from kubelet_trio.api.pod import TERMINAL_PHASES
 from kubelet_trio.api.status import PodCondition as ApiPodCondition
 from kubelet_trio.api.status import PodStatus as ApiPodStatus
 from kubelet_trio.api.timefmt import rfc3339
 from kubelet_trio.clock import WallClock
 from kubelet_trio.cm.allocatable import NodeAllocatable, read_node_allocatable
+from kubelet_trio.cm.devicemanager import DeviceManager
 from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.config.types import PodOperation, PodUpdate
 from kubelet_trio.container.cache import PodCache
@@ -52,6 +54,7 @@ from kubelet_trio.eviction import (
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.images import ImageFsStatsProvider, ImageGCManager, ImageGCPolicy, StatvfsImageFs
 from kubelet_trio.images.gc import NodeEventSink
+from kubelet_trio.kuberuntime.container import RunContainerOptions, RunOptionsProvider
 from kubelet_trio.kuberuntime.gc import GCPolicy
 from kubelet_trio.kuberuntime.manager import (
     KubeRuntimeManager,
@@ -175,6 +178,10 @@ class KubeletConfig:
     # maxPods: standalone admission's pod limit (OutOfpods); None: no limit (the CLI's default is 110). In
     # API mode admission reads the Node's allocatable pods, set from ApiModeOptions.max_pods instead.
     max_pods: int | None = None
+    # device plugins (kubelet_trio.cm.devicemanager): serve <root_dir>/device-plugins/kubelet.sock, report the
+    # plugins' resources and give their devices to containers. Go always does; off for embedded nodes
+    # that share a machine (one socket per root dir)
+    device_plugins: bool = False
 
 
 class EventKind(enum.Enum):
@@ -296,6 +303,7 @@ class Kubelet:
     pleg: GenericPLEG = attrs.field(init=False)
     pod_workers: PodWorkers = attrs.field(init=False)
     _container_log_manager: ContainerLogManager = attrs.field(init=False)
+    device_manager: DeviceManager | None = attrs.field(init=False, default=None)
     ready: trio_util.AsyncBool = attrs.field(init=False, factory=lambda: trio_util.AsyncBool(False))
     runtime_error: str | None = attrs.field(init=False, default=None)
     sync_loop_last_iteration: float = attrs.field(init=False, default=-math.inf)
@@ -330,6 +338,10 @@ class Kubelet:
             run_sync=self.run_sync,
             host=self.host_stats,
         )
+        if self.config.device_plugins:
+            self.device_manager = DeviceManager(
+                self.config.root_dir, boundary_errors=self.metrics.boundary_errors, run_sync=self.run_sync
+            )
         self.kube_runtime = KubeRuntimeManager(
             self.runtime,
             node_name=self.config.node_name,
@@ -341,14 +353,16 @@ class Kubelet:
             on_container_started=self.probe_manager.container_started,
             on_container_stopped=self.probe_manager.container_stopped,
             hooks=HandlerRunner(runtime=self.runtime, pod_ips=self._pod_ips),
-            run_options=RunOptionsGenerator(
-                root_dir=self.config.root_dir,
-                volumes=self.volume_manager,
-                host_ips=self.config.node_ips,
-                cluster_domain=self.config.cluster_domain,
-                objects=self._object_store,
-                allocatable=self._allocatable,
-                run_sync=self.run_sync,
+            run_options=self._with_devices(
+                RunOptionsGenerator(
+                    root_dir=self.config.root_dir,
+                    volumes=self.volume_manager,
+                    host_ips=self.config.node_ips,
+                    cluster_domain=self.config.cluster_domain,
+                    objects=self._object_store,
+                    allocatable=self._allocatable,
+                    run_sync=self.run_sync,
+                )
             ),
             dns_config=DnsConfigurer(
                 cluster_dns=self.config.cluster_dns,
@@ -487,6 +501,8 @@ class Kubelet:
             await nursery.start(self.probe_manager.run)
             await nursery.start(self.eviction_manager.run)
             await nursery.start(self.image_gc_manager.run)
+            if self.device_manager is not None:
+                await nursery.start(self.device_manager.run)
             if self.shutdown_manager.enabled:
                 await nursery.start(self.shutdown_manager.run)
                 trigger = ShutdownSocket(socket_path(self.config.root_dir), self.shutdown_manager)
@@ -571,6 +587,41 @@ class Kubelet:
         """Pod events (Pulled, Started, Killing, ...): to ``event_sink`` when one is set; never blocks."""
         if self._event_sink is not None:
             self._event_sink(pod, type_, reason, message)
+
+    def _with_devices(self, options: RunOptionsProvider) -> RunOptionsProvider:
+        """``options`` plus what device plugins add (Go: ``GetResources`` before the kubelet's own envs
+        and mounts, so a container's own env var of the same name wins)."""
+        manager = self.device_manager
+        if manager is None:
+            return options
+
+        async def with_devices(pod: Pod, container: Container, pod_ip: str) -> RunContainerOptions:
+            base = await options(pod, container, pod_ip)
+            devices = await manager.container_options(pod, container)
+            if devices.empty:
+                return base
+            return attrs.evolve(
+                base,
+                envs=devices.envs + base.envs,
+                mounts=devices.mounts + base.mounts,
+                devices=devices.devices,
+                annotations=devices.annotations,
+                cdi_devices=devices.cdi_devices,
+            )
+
+        return with_devices
+
+    def extended_resources(self) -> tuple[dict[str, str], dict[str, str]]:
+        """The device plugins' (capacity, allocatable) for the Node's status."""
+        return self.device_manager.capacity() if self.device_manager is not None else ({}, {})
+
+    async def extended_resources_changed(self) -> None:
+        if self.device_manager is None:
+            await trio.sleep_forever()
+            return
+        generation = self.device_manager.generation
+        seen = generation.value
+        await generation.wait_value(lambda value: value != seen)
 
     def node_pressure(self) -> frozenset[str]:
         """The pressure conditions the eviction manager reports (MemoryPressure, DiskPressure, ...)."""
@@ -725,6 +776,8 @@ class Kubelet:
         rejection = (
             self.eviction_manager.admit(pod) or self._sysctls.admit(pod) or self.shutdown_manager.admit(pod)
         )
+        if rejection is None and self.device_manager is not None:  # Go: the resource allocator's handler
+            rejection = self.device_manager.admit(pod, active_pods(), sources_ready=self.sources_ready)
         if rejection is None and self._count_pods and self.config.max_pods is not None:
             rejection = admit_pod_count(self.config.max_pods, active_pods())
         if rejection is None and self._admit is not None:

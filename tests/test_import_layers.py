@@ -27,12 +27,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "kubelet_trio"
 LAYERS: tuple[tuple[str, ...], ...] = (
     # base: leaf utilities with no kubelet concept; importable from anywhere
     ("logs", "clock", "fsio", "defaults", "version", "lazy", "boundary", "aiobridge", "cliflag"),
-    # model: API types, the runtime-neutral view of pods and containers, what the node offers pods
-    ("api", "objects", "container", "securitycontext", "cm", "fieldpath"),
+    # model: API types, the runtime-neutral view of pods and containers
+    ("api", "objects", "container", "securitycontext"),
     # clients and runtimes: API client, CRI (remote, simulated, a managed containerd), HTTP server layer,
     # registry credentials
     ("client", "httpserver", "cri", "sim", "containerd", "credentialprovider"),
-    # node components: one concern each, on the clients
+    # node components: one concern each, on the clients; ``cm`` (what the node offers pods, device
+    # plugins) and ``fieldpath`` (downward API values, which read node allocatable) among them
     (
         "config",
         "pod",
@@ -50,6 +51,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "token",
         "apiobjects",
         "certificate",
+        "cm",
+        "fieldpath",
     ),
     # the runtime manager: pod sync on the components
     ("kuberuntime",),

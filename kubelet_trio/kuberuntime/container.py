@@ -107,6 +107,10 @@ class RunContainerOptions:
     linux_resources: pb.LinuxContainerResources | None = None  # None: from the spec, no node capacity
     #: ``(reason, message)`` warnings about the options, recorded as events on the pod
     warnings: tuple[tuple[str, str], ...] = ()
+    # from device plugins' Allocate answers: host devices, annotations (the kubelet's own win), CDI names
+    devices: tuple[pb.Device, ...] = ()
+    annotations: tuple[tuple[str, str], ...] = ()
+    cdi_devices: tuple[str, ...] = ()
 
 
 RunOptionsProvider = Callable[[Pod, Container, str], Awaitable[RunContainerOptions]]
@@ -179,13 +183,15 @@ def generate_container_config(
         working_dir=container.working_dir or "",
         envs=[pb.KeyValue(key=k, value=v) for k, v in opts.envs],
         mounts=list(opts.mounts),
+        devices=list(opts.devices),
         labels=container_labels(container, pod, node_name),
-        annotations=container_annotations(container, pod, restart_count),
+        annotations={**dict(opts.annotations), **container_annotations(container, pod, restart_count)},
         log_path=container_log_path(container.name or "", restart_count),
         stdin=bool(container.stdin),
         stdin_once=bool(container.stdin_once),
         tty=bool(container.tty),
         linux=_linux_container_config(pod, container, opts, image_user, target_id),
+        CDI_devices=[pb.CdiDevice(name=name) for name in opts.cdi_devices],
     )
 
 

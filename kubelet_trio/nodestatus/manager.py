@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol
 
 import attrs
@@ -65,6 +65,14 @@ class NodeHost(Protocol):
 
     def node_pressure(self) -> Collection[str]:
         """The pressure conditions that hold (MemoryPressure, DiskPressure, PIDPressure)."""
+        ...
+
+    def extended_resources(self) -> tuple[Mapping[str, str], Mapping[str, str]]:
+        """(capacity, allocatable) of the device plugins' resources."""
+        ...
+
+    async def extended_resources_changed(self) -> None:
+        """Return once the device plugins' resources changed (never, without device plugins)."""
         ...
 
 
@@ -148,6 +156,7 @@ class NodeStatusManager:
             await self._register()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._fast_until_ready)
+            nursery.start_soon(self._sync_on_device_changes)
             async with contextlib.aclosing(trio_util.periodic(self.update_frequency)) as ticks:
                 async for _ in ticks:
                     await self.sync()
@@ -186,6 +195,7 @@ class NodeStatusManager:
             now=rfc3339(self.host.clock.now()),
             images=self._images,
             pressure=self.host.node_pressure(),
+            extended=self.host.extended_resources(),
         )
 
     async def _register(self) -> None:
@@ -270,6 +280,12 @@ class NodeStatusManager:
             if after != before and after is not None:
                 reason = when_true if after == "True" else when_false
                 self._event("Normal", reason, f"Node {self.config.node_name} status is now: {reason}")
+
+    async def _sync_on_device_changes(self) -> None:
+        """A device plugin's devices appear in the Node at once, not at the next periodic sync."""
+        while True:
+            await self.host.extended_resources_changed()
+            await self.sync()
 
     async def _fast_until_ready(self) -> None:
         """``fastStatusUpdateOnce``: report at once when the node first becomes ready."""

@@ -189,10 +189,14 @@ def build_status(
     now: str,
     images: list[dict[str, Any]] | None = None,
     pressure: Collection[str] = (),
+    extended: tuple[Mapping[str, str], Mapping[str, str]] = ({}, {}),
 ) -> dict[str, Any]:
-    """The node status the kubelet reports now, over ``old_status`` (fields it does not own are kept)."""
+    """The node status the kubelet reports now, over ``old_status`` (fields it does not own are kept).
+    ``extended``: the device plugins' (capacity, allocatable), added to the machine's."""
     status = dict(old_status or {})
     capacity, allocatable = node_resources(config, machine)
+    capacity.update(extended[0])
+    allocatable.update(extended[1])
     status["capacity"] = {**(status.get("capacity") or {}), **capacity}
     status["allocatable"] = {**(status.get("allocatable") or {}), **allocatable}
     status["addresses"] = _addresses(config)
