@@ -19,7 +19,6 @@ that cannot be listed keeps the last set too.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import os
@@ -29,12 +28,11 @@ from typing import Any
 
 import attrs
 import trio
-import trio_util
 
 from kubelet_trio.api import ManifestError, Pod, parse_manifest
 from kubelet_trio.api.manifest import read_manifest_bytes
 from kubelet_trio.boundary import BoundaryErrors, contain
-from kubelet_trio.config.inotify import Inotify, InotifyEvent
+from kubelet_trio.config.inotify import Inotify, InotifyEvent, kick_every, kick_on_events
 from kubelet_trio.config.static import make_static_pod
 from kubelet_trio.config.types import FILE_SOURCE, SourceSet
 from kubelet_trio.logs import kv
@@ -45,8 +43,6 @@ logger = logging.getLogger(__name__)
 
 #: Upstream ``fileCheckFrequency``.
 FILE_CHECK_FREQUENCY = 20.0
-#: After an inotify event, wait this long for the rest of a burst (an editor's write+rename) first.
-INOTIFY_SETTLE = 0.1
 
 
 @attrs.frozen
@@ -205,9 +201,9 @@ class FileSource:
                 # One pending kick is enough: a scan reads everything, so further kicks coalesce.
                 kick_send, kick_recv = trio.open_memory_channel[None](1)
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._tick, kick_send.clone())
+                    nursery.start_soon(kick_every, self.check_period, kick_send.clone())
                     if self._inotify is not None:
-                        nursery.start_soon(self._follow_inotify, self._inotify, kick_send.clone())
+                        nursery.start_soon(kick_on_events, self._inotify, self._relevant, kick_send.clone())
                     kick_send.close()
                     async for _ in kick_recv:
                         await self._rescan()
@@ -248,27 +244,3 @@ class FileSource:
         if only is not None:
             return event.name == only  # parent directory: only the manifest path itself matters
         return not event.name.startswith(".")
-
-    async def _tick(self, kick: trio.MemorySendChannel[None]) -> None:
-        async with kick:
-            first = True
-            async with contextlib.aclosing(trio_util.periodic(self.check_period)) as ticks:
-                async for _ in ticks:
-                    if not first:
-                        _kick(kick)
-                    first = False
-
-    async def _follow_inotify(self, inotify: Inotify, kick: trio.MemorySendChannel[None]) -> None:
-        async with kick:
-            while True:
-                events = await inotify.wait()
-                if not any(self._relevant(e) for e in events):
-                    continue
-                await trio.sleep(INOTIFY_SETTLE)
-                inotify.read_nowait()  # the rest of the burst is covered by the coming scan
-                _kick(kick)
-
-
-def _kick(channel: trio.MemorySendChannel[None]) -> None:
-    with contextlib.suppress(trio.WouldBlock):  # a scan is already pending
-        channel.send_nowait(None)

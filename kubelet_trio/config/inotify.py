@@ -1,7 +1,8 @@
 """Minimal Linux inotify through ctypes, waited on with Trio (``trio.lowlevel.wait_readable``).
 
-Used only to notice manifest changes promptly; the file source still re-scans periodically, so when
-inotify is missing (not Linux, no libc symbol, watch limit reached) nothing but latency is lost.
+Used only to notice changes promptly (manifests, image archives); whoever watches still re-scans
+periodically, so when inotify is missing (not Linux, no libc symbol, watch limit reached) nothing but
+latency is lost. :func:`kick_every` and :func:`kick_on_events` are those two triggers of a re-scan.
 """
 
 from __future__ import annotations
@@ -14,13 +15,23 @@ import logging
 import os
 import struct
 import sys
+from collections.abc import Callable
 
 import attrs
 import trio
+import trio_util
 
 from kubelet_trio.logs import kv
 
-__all__ = ["IN_ALL_CHANGES", "Inotify", "InotifyEvent"]
+__all__ = [
+    "INOTIFY_SETTLE",
+    "IN_ALL_CHANGES",
+    "Inotify",
+    "InotifyEvent",
+    "kick",
+    "kick_every",
+    "kick_on_events",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -125,3 +136,37 @@ class Inotify:
             with contextlib.suppress(RuntimeError):  # outside Trio nobody can be waiting on it
                 trio.lowlevel.notify_closing(self._fd)
             os.close(self._fd)
+
+
+#: How long a burst of events may go on before the re-scan it triggers.
+INOTIFY_SETTLE = 0.1
+
+
+def kick(channel: trio.MemorySendChannel[None]) -> None:
+    """Ask for a re-scan on a channel of buffer 1: one pending scan covers any number of asks."""
+    with contextlib.suppress(trio.WouldBlock):
+        channel.send_nowait(None)
+
+
+async def kick_every(period: float, channel: trio.MemorySendChannel[None]) -> None:
+    """Ask for a re-scan every ``period`` (the first one a period from now), until cancelled."""
+    async with channel, contextlib.aclosing(trio_util.periodic(period)) as ticks:
+        first = True
+        async for _ in ticks:
+            if not first:
+                kick(channel)
+            first = False
+
+
+async def kick_on_events(
+    inotify: Inotify, relevant: Callable[[InotifyEvent], bool], channel: trio.MemorySendChannel[None]
+) -> None:
+    """Ask for a re-scan once a burst of events with a ``relevant`` one has settled, until cancelled."""
+    async with channel:
+        while True:
+            events = await inotify.wait()
+            if not any(relevant(event) for event in events):
+                continue
+            await trio.sleep(INOTIFY_SETTLE)
+            inotify.read_nowait()  # the rest of the burst is covered by the coming scan
+            kick(channel)

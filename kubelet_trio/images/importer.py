@@ -36,7 +36,14 @@ import attrs
 import trio
 import trio_util
 
-from kubelet_trio.config.inotify import IN_CLOSE_WRITE, IN_MOVED_TO, Inotify
+from kubelet_trio.config.inotify import (
+    IN_CLOSE_WRITE,
+    IN_MOVED_TO,
+    Inotify,
+    InotifyEvent,
+    kick_every,
+    kick_on_events,
+)
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.logs import kv
 
@@ -57,8 +64,6 @@ logger = logging.getLogger(__name__)
 CRI_NAMESPACE = "k8s.io"
 #: How often the directory is scanned again regardless of inotify.
 SCAN_PERIOD = 30.0
-#: After an inotify event, wait this long for the rest of a burst first.
-INOTIFY_SETTLE = 0.1
 #: File name endings imported, and how each is decompressed.
 ARCHIVE_SUFFIXES = {".tar": "tar", ".tar.gz": "gzip", ".tar.zst": "zstd"}
 #: Decompressed bytes read per thread hop.
@@ -172,9 +177,9 @@ class ImageImporter:
             task_status.started()
             kick_send, kick_recv = trio.open_memory_channel[None](1)  # one pending scan covers all kicks
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._tick, kick_send.clone())
+                nursery.start_soon(kick_every, self.scan_period, kick_send.clone())
                 if inotify is not None:
-                    nursery.start_soon(self._follow, inotify, kick_send.clone())
+                    nursery.start_soon(kick_on_events, inotify, _is_archive_event, kick_send.clone())
                 kick_send.close()
                 async for _ in kick_recv:
                     await self.scan(inotify)
@@ -319,28 +324,9 @@ class ImageImporter:
             raise ctr_error
         return images
 
-    async def _tick(self, kick: trio.MemorySendChannel[None]) -> None:
-        async with kick, contextlib.aclosing(trio_util.periodic(self.scan_period)) as ticks:
-            first = True
-            async for _ in ticks:
-                if not first:
-                    _kick(kick)
-                first = False
 
-    async def _follow(self, inotify: Inotify, kick: trio.MemorySendChannel[None]) -> None:
-        async with kick:
-            while True:
-                events = await inotify.wait()
-                if not any(archive_kind(event.name) for event in events):
-                    continue
-                await trio.sleep(INOTIFY_SETTLE)
-                inotify.read_nowait()  # the rest of the burst is covered by the coming scan
-                _kick(kick)
-
-
-def _kick(channel: trio.MemorySendChannel[None]) -> None:
-    with contextlib.suppress(trio.WouldBlock):  # a scan is already pending
-        channel.send_nowait(None)
+def _is_archive_event(event: InotifyEvent) -> bool:
+    return archive_kind(event.name) is not None
 
 
 @contextlib.asynccontextmanager

@@ -13,7 +13,6 @@ chokes on is closed; both are logged once and counted at the ``grpc`` boundary, 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
@@ -22,16 +21,13 @@ from typing import Any, TypeVar
 import trio
 import trio_util
 from grpclib import GRPCError, Status
-from grpclib.const import Cardinality, Handler
-from grpclib.exceptions import StreamTerminatedError
-from grpclib.protocol import H2Protocol
-from grpclib.server import Server, Stream
 
 from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread
-from kubelet_trio.boundary import BoundaryErrors, contain
+from kubelet_trio.boundary import BoundaryErrors
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.gen.runtime.v1 import services
+from kubelet_trio.cri.grpcserver import ContainedServer
 from kubelet_trio.logs import kv
 from kubelet_trio.sim.podnet import PodNetwork
 from kubelet_trio.sim.runtime import SimRuntime
@@ -200,94 +196,6 @@ class ImageService(_Handlers, services.ImageServiceBase):
         return await self._call(self.sim.image_fs_info)
 
 
-#: What a request handler may raise for grpclib to handle: a status, the client cancelling, the deadline.
-_GRPCLIB_HANDLES = (GRPCError, StreamTerminatedError, TimeoutError)
-
-
-async def _unimplemented(stream: Stream[Any, Any]) -> None:
-    raise GRPCError(Status.UNIMPLEMENTED, "method not implemented by the simulated runtime")
-
-
-class _Unimplemented(dict[str, Handler]):
-    """grpclib answers a method it does not know with HTTP headers that lack ``content-type``, which
-    grpc-go clients report as a malformed response instead of UNIMPLEMENTED (so a client probing a newer
-    RPC, as critest does with RuntimeConfig and the metrics calls, cannot tell). Route such methods to a
-    handler that answers a proper gRPC status."""
-
-    def get(self, key: str, default: Any = None) -> Handler:
-        found = super().get(key)
-        if found is not None:
-            return found
-        return Handler(_unimplemented, Cardinality.UNARY_UNARY, pb.VersionRequest, pb.VersionResponse)
-
-
-class _ClosingServer(Server):
-    """grpclib's ``Server.close()`` cancels in-flight requests but leaves client connections open, so a
-    client in the same process would wait forever. Track each connection's transport and close it on
-    shutdown (what grpc-go's ``Server.Stop`` does); clients then see the connection drop.
-
-    It also contains each peer (see the module docstring): every handler is wrapped, and so is each
-    connection's ``data_received``."""
-
-    def __init__(self, handlers: list[Any], boundary_errors: BoundaryErrors | None = None) -> None:
-        super().__init__(handlers)
-        self.transports: set[asyncio.BaseTransport] = set()
-        self.boundary_errors = boundary_errors
-        self._mapping = _Unimplemented(
-            {
-                name: handler._replace(func=self._contained(name, handler.func))
-                for name, handler in self._mapping.items()
-            }
-        )
-
-    def _contained(
-        self, method: str, handle: Callable[[Stream[Any, Any]], Awaitable[None]]
-    ) -> Callable[[Stream[Any, Any]], Awaitable[None]]:
-        async def contained(stream: Stream[Any, Any]) -> None:
-            try:
-                await handle(stream)
-            except _GRPCLIB_HANDLES:
-                raise
-            except Exception as err:
-                with contain("grpc", self.boundary_errors, method=method):
-                    raise
-                raise GRPCError(Status.INTERNAL, f"{type(err).__name__}: {err}") from None
-
-        return contained
-
-    def _protocol_factory(self) -> H2Protocol:
-        protocol = super()._protocol_factory()
-        made, lost, received = protocol.connection_made, protocol.connection_lost, protocol.data_received
-        mine: list[asyncio.BaseTransport] = []
-
-        def connection_made(transport: asyncio.BaseTransport) -> None:
-            mine.append(transport)
-            self.transports.add(transport)
-            made(transport)
-
-        def connection_lost(exc: BaseException | None) -> None:
-            self.transports.difference_update(mine)
-            lost(exc)
-
-        def data_received(data: bytes) -> None:
-            socket = mine[0].get_extra_info("sockname") if mine else None
-            with contain("grpc", self.boundary_errors, socket=socket) as result:
-                received(data)
-            if result.error is not None:
-                for transport in mine:
-                    transport.close()
-
-        protocol.connection_made = connection_made  # type: ignore[method-assign]
-        protocol.connection_lost = connection_lost  # type: ignore[method-assign]
-        protocol.data_received = data_received  # type: ignore[method-assign]
-        return protocol
-
-    def close_connections(self) -> None:
-        for transport in list(self.transports):
-            transport.close()
-        self.transports.clear()
-
-
 async def serve_sim_cri(
     sim: SimRuntime,
     socket_path: str,
@@ -317,7 +225,7 @@ async def serve_sim_cri(
             await nursery.start(PodNetwork(sim, boundary_errors).run)
         await trio.Path(socket_path).parent.mkdir(parents=True, exist_ok=True)
         server = await bridge.run_sync(
-            _ClosingServer, [RuntimeService(sim, bridge), ImageService(sim, bridge)], boundary_errors
+            ContainedServer, [RuntimeService(sim, bridge), ImageService(sim, bridge)], boundary_errors
         )
         await bridge.call(server.start, path=socket_path)
         try:

@@ -9,24 +9,21 @@ too, which grpclib's ``Server.close`` leaves open.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import trio
 from grpclib import GRPCError, Status
-from grpclib.protocol import H2Protocol
-from grpclib.server import Server
 
 from kubelet_trio.aiobridge import AsyncioThread
 from kubelet_trio.boundary import BoundaryErrors, contain
 from kubelet_trio.cm.devicemanager.errors import RegistrationError
 from kubelet_trio.cri.gen import v1beta1 as dp
 from kubelet_trio.cri.gen.v1beta1 import services
+from kubelet_trio.cri.grpcserver import ContainedServer
 from kubelet_trio.logs import kv
 
-__all__ = ["ClosingServer", "serve_registration"]
+__all__ = ["close_server", "serve_registration"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,38 +50,6 @@ class _Registration(services.RegistrationBase):
         return dp.Empty()
 
 
-class ClosingServer(Server):
-    """Remembers its connections' transports, to close them when it stops."""
-
-    def __init__(self, handlers: list[Any]) -> None:
-        super().__init__(handlers)
-        self.transports: set[asyncio.BaseTransport] = set()
-
-    def _protocol_factory(self) -> H2Protocol:
-        protocol = super()._protocol_factory()
-        made, lost = protocol.connection_made, protocol.connection_lost
-        mine: list[asyncio.BaseTransport] = []
-
-        def connection_made(transport: asyncio.BaseTransport) -> None:
-            mine.append(transport)
-            self.transports.add(transport)
-            made(transport)
-
-        def connection_lost(exc: BaseException | None) -> None:
-            self.transports.difference_update(mine)
-            lost(exc)
-
-        protocol.connection_made = connection_made  # type: ignore[method-assign]
-        protocol.connection_lost = connection_lost  # type: ignore[method-assign]
-        return protocol
-
-    def close_all(self) -> None:
-        self.close()
-        for transport in list(self.transports):
-            transport.close()
-        self.transports.clear()
-
-
 async def serve_registration(
     bridge: AsyncioThread,
     socket_path: str,
@@ -94,7 +59,9 @@ async def serve_registration(
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until cancelled; ``started`` once the socket accepts. The socket is removed on exit."""
-    server = await bridge.run_sync(ClosingServer, [_Registration(bridge, register, boundary_errors)])
+    server = await bridge.run_sync(
+        ContainedServer, [_Registration(bridge, register, boundary_errors)], boundary_errors
+    )
     await bridge.call(server.start, path=socket_path)
     try:
         logger.info("Serving device plugin registration", extra=kv(socket=socket_path))
@@ -102,7 +69,13 @@ async def serve_registration(
         await trio.sleep_forever()
     finally:
         with trio.move_on_after(SHUTDOWN_GRACE, shield=True):
-            await bridge.run_sync(server.close_all)
+            await bridge.run_sync(close_server, server)
             await bridge.call(server.wait_closed)
         with trio.move_on_after(SHUTDOWN_GRACE, shield=True):
             await trio.Path(socket_path).unlink(missing_ok=True)
+
+
+def close_server(server: ContainedServer) -> None:
+    """Stop accepting and drop the plugins' connections (on the server's asyncio thread)."""
+    server.close()
+    server.close_connections()

@@ -19,9 +19,10 @@ from grpclib.client import Channel
 
 from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread
 from kubelet_trio.cm.devicemanager.manager import HEALTHY, KUBELET_SOCKET, SUPPORTED_VERSIONS
-from kubelet_trio.cm.devicemanager.server import ClosingServer
+from kubelet_trio.cm.devicemanager.server import close_server
 from kubelet_trio.cri.gen import v1beta1 as dp
 from kubelet_trio.cri.gen.v1beta1 import services
+from kubelet_trio.cri.grpcserver import ContainedServer
 
 __all__ = ["SimDevicePlugin"]
 
@@ -144,7 +145,7 @@ class SimDevicePlugin:
     ) -> None:
         async with open_asyncio_thread() as bridge:
             self._bridge = bridge
-            server = await bridge.run_sync(ClosingServer, [_Service(self)])
+            server = await bridge.run_sync(ContainedServer, [_Service(self)])
             await bridge.call(server.start, path=self.socket)
             try:
                 if register:
@@ -154,6 +155,6 @@ class SimDevicePlugin:
             finally:
                 self._bridge = None
                 with trio.move_on_after(5, shield=True):
-                    await bridge.run_sync(server.close_all)
+                    await bridge.run_sync(close_server, server)
                     await bridge.call(server.wait_closed)
                     await trio.Path(self.socket).unlink(missing_ok=True)
