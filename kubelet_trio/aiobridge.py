@@ -32,15 +32,17 @@ pods have no gRPC probe); the thread starts at the first :meth:`LazyAsyncioThrea
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import trio
+
+if TYPE_CHECKING:  # asyncio itself is imported by the first bridge: a node without one never loads it
+    import asyncio
 
 __all__ = [
     "CANCEL_WAIT",
@@ -65,6 +67,8 @@ class AsyncioThread:
     """A running asyncio loop on its own thread, and the Trio run (and nursery) that owns it."""
 
     def __init__(self, nursery: trio.Nursery) -> None:
+        import asyncio
+
         self.loop = asyncio.new_event_loop()
         self._nursery = nursery
         self._token = trio.lowlevel.current_trio_token()
@@ -76,6 +80,8 @@ class AsyncioThread:
         self._thread.start()
 
     def _run(self) -> None:
+        import asyncio
+
         asyncio.set_event_loop(self.loop)
         try:
             self.loop.run_forever()
@@ -197,6 +203,8 @@ class AsyncioThread:
             self._token.run_sync_soon(start)
         except trio.RunFinishedError:  # no Trio run to cancel the call: it ends as a cancelled one
             future.cancel()
+        import asyncio
+
         try:
             return await asyncio.shield(future)  # a cancelled awaiter leaves the future to the Trio task
         except asyncio.CancelledError:

@@ -29,7 +29,6 @@ from kubelet_trio.api.status import PodStatus as ApiPodStatus
 from kubelet_trio.api.timefmt import rfc3339
 from kubelet_trio.clock import WallClock
 from kubelet_trio.cm.allocatable import NodeAllocatable, read_node_allocatable
-from kubelet_trio.cm.devicemanager import DeviceManager
 from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.config.types import PodOperation, PodUpdate
 from kubelet_trio.container.cache import PodCache
@@ -89,6 +88,7 @@ from kubelet_trio.volumemanager import MountError, VolumeManager, make_pod_data_
 from kubelet_trio.volumemanager.manager import TokenSource
 
 if TYPE_CHECKING:
+    from kubelet_trio.cm.devicemanager import DeviceManager
     from kubelet_trio.credentialprovider import DockerKeyring
 
 logger = logging.getLogger(__name__)
@@ -339,6 +339,8 @@ class Kubelet:
             host=self.host_stats,
         )
         if self.config.device_plugins:
+            from kubelet_trio.cm.devicemanager import DeviceManager  # grpclib: only with device plugins
+
             self.device_manager = DeviceManager(
                 self.config.root_dir, boundary_errors=self.metrics.boundary_errors, run_sync=self.run_sync
             )
