@@ -57,7 +57,25 @@ def render_config(default_config: str, *, sandbox_image: str, cni_conf_dir: Path
     text = _set(text, "bin_dir", json.dumps(cni_bin_dir()))
     text = _set(text, "conf_dir", json.dumps(str(cni_conf_dir)))
     text = _set(text, "config_path", json.dumps(str(certs_dir)))
-    return text
+    return _with_user_agent(text)
+
+
+#: containerd 1.6.20 sets ``User-Agent`` in its configured registry headers, one map shared by every pull,
+#: unless it is there already: two first pulls at once (two sandboxes wanting the pause image) then crash
+#: it with "concurrent map writes" (fixed in 1.6.21 by a copy). Configured, the header is only read.
+USER_AGENT = "containerd/1.6 (kubelet-trio)"
+
+
+def _with_user_agent(text: str) -> str:
+    section = '[plugins."io.containerd.grpc.v1.cri".registry.headers]'
+    new, count = re.subn(
+        rf"(?m)^([ \t]*){re.escape(section)}$",
+        rf"\g<0>\n\g<1>  User-Agent = [{json.dumps(USER_AGENT)}]",
+        text,
+    )
+    if count != 1:
+        raise ValueError("containerd default config has no registry headers section")
+    return new
 
 
 def cni_conflist(network: PodNetwork, *, ip_masq: bool = False) -> dict[str, object]:
