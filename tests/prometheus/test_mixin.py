@@ -26,7 +26,6 @@ import httpx
 import pytest
 import trio
 
-from kubelet_trio.boundary import BoundaryErrors
 from kubelet_trio.cri.instrumented import InstrumentedRuntime
 from kubelet_trio.cri.remote import open_cri_runtime
 from kubelet_trio.testing.env import LocalCriEnvironment, remove_all_pods
@@ -220,7 +219,6 @@ async def test_mixin_expressions_return_data(
         )
         assert check.returncode == 0, (check.stdout + check.stderr).decode()
         async with open_cri_runtime(cri_env.endpoint, request_timeout=30) as raw:
-            raw.boundary_errors = BoundaryErrors()  # its own: the wrapper cannot take the node's
             runtime = InstrumentedRuntime(raw, lambda *args: observe[0](*args) if observe else None)
             try:
                 async with (
