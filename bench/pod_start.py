@@ -103,7 +103,7 @@ async def kubelet_run(
             return await count_running(runtime, node) >= n
 
         async def all_reported() -> bool:
-            statuses = [kubelet.status_manager.get(p.uid) for p in kubelet.pod_manager.pods()]
+            statuses = [kubelet.status_of(p.uid) for p in kubelet.pods()]
             return len(statuses) == n and all(s is not None and s.phase == "Running" for s in statuses)
 
         await wait_until(all_running, poll)

@@ -14,11 +14,16 @@
   Running + Ready status in one write right after its create (no kubelet), timed through the same watch,
   with the API server's CPU and this process's: the least the start's API traffic takes on this machine.
 
+``--processes N`` is passed to sim-nodes (its default: one worker per core); the kubelet side's CPU is the
+supervisor's and its workers' together, over the start (``kubelet_cpu_per_pod``: per pod, and its ratio
+to the API floor's API server CPU per pod measured in the same run) and over the whole run (from
+``RUSAGE_CHILDREN`` once sim-nodes has exited, its workers included).
+
 With ``--profile PREFIX``, the sim-nodes process is sampled by py-spy during the start and the loaded
 window (raw collapsed stacks in PREFIX-start.txt and PREFIX-loaded.txt; the top functions in the JSON).
 
 Usage: python bench/sim_nodes.py [--nodes 100] [--pods-per-node 100] [--idle-seconds 30] [--kube-api-qps 0]
-       [--profile /tmp/sim-nodes] [--skip-api-floor]
+       [--processes N] [--profile /tmp/sim-nodes] [--skip-api-floor]
 Run it on an otherwise quiet machine; the JSON carries the load average before and after.
 """
 
@@ -30,6 +35,7 @@ import datetime as dt
 import json
 import math
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -52,6 +58,20 @@ def usage(groups: dict[str, list[int]]) -> dict[str, float]:
     return {name: sum(proc_cpu_seconds(p) for p in pids) for name, pids in groups.items()}
 
 
+def child_pids(parent: int) -> list[int]:
+    """The processes whose parent is ``parent`` (sim-nodes' workers)."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+                children.append(int(entry.name))
+    return children
+
+
 def measure(
     groups: dict[str, list[int]], since: dict[str, float], start: float
 ) -> dict[str, dict[str, float]]:
@@ -60,6 +80,7 @@ def measure(
     now = usage(groups)
     return {
         name: {
+            "cpu_s": round(now[name] - since[name], 2),
             "cpu_percent": round(100 * (now[name] - since[name]) / elapsed, 1),
             "rss_mb": round(sum(proc_rss_mb(p) for p in pids), 1),
         }
@@ -350,6 +371,20 @@ async def run_api_floor(
         return result
 
 
+def cpu_per_pod(result: dict[str, Any], pods: int) -> dict[str, Any]:
+    """The kubelet side's CPU per pod over the start (sim-nodes: the supervisor and its workers), and its
+    ratio to the API floor's: the API server's CPU per pod when the same pods start with no kubelet."""
+    kubelet_ms = 1000 * result["start"]["usage"]["sim_nodes"]["cpu_s"] / pods
+    out: dict[str, Any] = {"kubelet_ms": round(kubelet_ms, 2)}
+    floor = result.get("api_floor")
+    if floor is not None and floor["usage"]["apiserver"]["cpu_s"] > 0:
+        floor_ms = 1000 * floor["usage"]["apiserver"]["cpu_s"] / floor["pods"]
+        out["api_floor_apiserver_ms"] = round(floor_ms, 2)
+        out["api_floor_client_ms"] = round(1000 * floor["usage"]["bench"]["cpu_s"] / floor["pods"], 2)
+        out["ratio_to_api_floor"] = round(kubelet_ms / floor_ms, 2)
+    return out
+
+
 @contextlib.contextmanager
 def profiled(pid: int, prefix: Path | None, phase: str, result: dict[str, Any]) -> Iterator[None]:
     """Sample ``pid`` with py-spy while the block runs (when ``prefix`` is given) into the result."""
@@ -385,6 +420,9 @@ def main() -> None:
     parser.add_argument(
         "--event-qps", default=None, help="sim-nodes' shared event limit (default: sim-nodes' own default)"
     )
+    parser.add_argument(
+        "--processes", type=int, default=None, help="sim-nodes' worker processes (default: sim-nodes' own)"
+    )
     parser.add_argument("--limit", type=float, default=600.0, help="give up on the start after this long")
     parser.add_argument(
         "--profile", type=Path, default=None, help="py-spy raw output: PREFIX-start.txt, PREFIX-loaded.txt"
@@ -417,6 +455,7 @@ def main() -> None:
     result: dict[str, Any] = {
         "apiserver": label,
         "nodes": args.nodes,
+        "processes": args.processes or "default",
         "cores": os.cpu_count(),
         "kube_api_qps": args.kube_api_qps,
         "event_qps": args.event_qps or "default",
@@ -433,6 +472,7 @@ def main() -> None:
             *(sys.executable, "-m", "kubelet_trio", "sim-nodes", "--kubeconfig", str(kubeconfig)),
             *("--nodes", str(args.nodes), "--kube-api-qps", args.kube_api_qps),
             *(("--event-qps", args.event_qps) if args.event_qps is not None else ()),
+            *(("--processes", str(args.processes)) if args.processes is not None else ()),
         ],
         stdout=subprocess.PIPE,
         stderr=log,
@@ -447,27 +487,38 @@ def main() -> None:
         trio.run(run_api, kubeconfig, names, 0, args.limit)
         result["nodes_ready_s"] = round(time.monotonic() - t0, 1)
         time.sleep(5)  # start-up work settles (first status reports, lease creation)
-        groups = {"sim_nodes": [sim.pid], "apiserver": apiserver_pids}
+        workers = child_pids(sim.pid)  # none when it runs its nodes itself
+        result["sim_nodes_pids"] = {"supervisor": sim.pid, "workers": workers} if workers else sim.pid
+        groups = {"sim_nodes": [sim.pid, *workers], "apiserver": apiserver_pids}
         result["idle"] = sample(groups, args.idle_seconds)
         since, t1 = usage(groups), time.monotonic()
         with profiled(sim.pid, args.profile, "start", result):
             _, start = trio.run(run_api, kubeconfig, names, args.pods_per_node, args.limit)
         result["start"] = {**start, "usage": measure(groups, since, t1)}
+        result["kubelet_cpu_per_pod"] = cpu_per_pod(result, args.nodes * args.pods_per_node)
         time.sleep(5)
         with profiled(sim.pid, args.profile, "loaded", result):
             result["loaded"] = sample(groups, args.idle_seconds)
     finally:
+        children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         sim.send_signal(signal.SIGTERM)
         try:
-            sim.wait(30)
+            sim.wait(60)
         except subprocess.TimeoutExpired:
             sim.kill()
+            sim.wait()
+        children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
         log.close()
         if cluster is not None:
             cluster.stop()
         if fake is not None:
             fake.terminate()
             fake.wait(10)
+    total = sum(getattr(children_after, f) - getattr(children_before, f) for f in ("ru_utime", "ru_stime"))
+    result["sim_nodes_total_cpu_s"] = round(total, 2)  # the whole run, its workers included
+    if args.pods_per_node:
+        pods = args.nodes * args.pods_per_node
+        result["sim_nodes_total_cpu_ms_per_pod"] = round(1000 * total / pods, 2)
     result["load_average_before"] = [round(x, 2) for x in load_before]
     result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(result, indent=2))

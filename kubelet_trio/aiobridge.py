@@ -36,7 +36,7 @@ import contextlib
 import functools
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 import trio
@@ -47,7 +47,9 @@ if TYPE_CHECKING:  # asyncio itself is imported by the first bridge: a node with
 __all__ = [
     "CANCEL_WAIT",
     "AsyncioThread",
+    "AsyncioThreadSource",
     "LazyAsyncioThread",
+    "SharedAsyncioThread",
     "open_asyncio_thread",
     "open_lazy_asyncio_thread",
 ]
@@ -262,6 +264,35 @@ class LazyAsyncioThread:
         self._closed = True
         if self._bridge is not None:
             await self._bridge.aclose()
+
+
+class AsyncioThreadSource(Protocol):
+    """Where a component gets the bridge when it first needs one (:class:`LazyAsyncioThread`,
+    :class:`SharedAsyncioThread`)."""
+
+    def get(self) -> AsyncioThread: ...
+
+
+@attrs.define(eq=False)
+class SharedAsyncioThread:
+    """One lazily started bridge for components built before the node runs (the plugin manager, CSI
+    drivers' clients): their owner runs :meth:`run` first, and :meth:`get` works while it runs."""
+
+    _lazy: LazyAsyncioThread | None = None
+
+    def get(self) -> AsyncioThread:
+        if self._lazy is None:
+            raise RuntimeError("the shared asyncio thread is not running")
+        return self._lazy.get()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with open_lazy_asyncio_thread() as lazy:
+            self._lazy = lazy
+            try:
+                task_status.started()
+                await trio.sleep_forever()
+            finally:
+                self._lazy = None
 
 
 @contextlib.asynccontextmanager

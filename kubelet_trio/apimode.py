@@ -1,18 +1,21 @@
-"""API mode: the pieces that connect a node to a Kubernetes API server, composed in one place.
+"""API mode: the components that connect a node to a Kubernetes API server.
 
-:func:`kubelet_trio.kubelet_builder.open_kubelet` uses it when its dependencies carry an API client; the
-pod source must exist before the :class:`~kubelet_trio.kubelet.Kubelet` (it feeds the PodConfig) and the
-other components need the Kubelet, so :func:`build_api_mode` runs while the Kubelet is built (it is the
-Kubelet's extension, called once from its constructor) and returns what the Kubelet plugs in.
+:func:`kubelet_trio.kubelet_builder.build_kubelet` builds them, in two steps around the Kubelet, when its
+dependencies carry an API client (standalone vs API mode is decided there and nowhere else):
 
-:func:`build_api_mode` makes the components added to the Kubelet's tree: the event recorder (the
-Kubelet's event sink), node registration and status, the node Lease, the pod status publisher and
-the mirror-pod manager; it makes ConfigMaps and Secrets come from the API server
-(:class:`~kubelet_trio.apiobjects.ApiObjectStore`, fetched at the start of each pod sync, cached for
-``object_cache_ttl``) and projected service account tokens from the TokenRequest API
-(:class:`~kubelet_trio.token.TokenManager`); pods' ``runtimeClassName`` is resolved to a CRI runtime
-handler through an informer over RuntimeClasses (:class:`~kubelet_trio.runtimeclass.RuntimeClassManager`);
-and it turns on admission against the Node's allocatable (:mod:`kubelet_trio.lifecycle.predicate`).
+- :func:`build_api_mode_parts`, before the Kubelet: the ``api`` pod source (it feeds the PodConfig), the
+  event recorder (where pod and node events go), node registration and status with the Node informer, the
+  node Lease, ConfigMaps and Secrets from the API server (:class:`~kubelet_trio.apiobjects.ApiObjectStore`,
+  fetched at the start of each pod sync, cached for ``object_cache_ttl``), projected service account tokens
+  from the TokenRequest API (:class:`~kubelet_trio.token.TokenManager`), RuntimeClasses resolved through an
+  informer (:class:`~kubelet_trio.runtimeclass.RuntimeClassManager`), and admission against the Node's
+  allocatable (:mod:`kubelet_trio.lifecycle.predicate`). The Kubelet's parts are built from these values.
+  Node status reads the Kubelet's health only once running, through a view the builder gives it, so it
+  exists before the Kubelet and admission can read the Node from it.
+- :func:`build_api_mode`, after the Kubelet: the two components that read the pods it holds, the pod
+  status publisher and the mirror-pod manager, each from a narrow view.
+
+:meth:`ApiMode.components` is what :meth:`~kubelet_trio.kubelet.Kubelet.run` starts in its tree.
 """
 
 from __future__ import annotations
@@ -27,20 +30,27 @@ import attrs
 from kubelet_trio import defaults, version
 
 if TYPE_CHECKING:  # the components themselves are imported by the functions that build them
+    from collections.abc import Callable
+
     from kubelet_trio.api import Pod
     from kubelet_trio.apiobjects import ApiObjectStore, WatchingObjectStore
     from kubelet_trio.boundary import BoundaryErrors
     from kubelet_trio.client import ApiClient, TokenBucket
     from kubelet_trio.client.reflector import ObjectReflector
+    from kubelet_trio.clock import WallClock
     from kubelet_trio.config.apiserver import ApiserverSource
     from kubelet_trio.config.podconfig import PodConfig
     from kubelet_trio.events import EventRecorder
-    from kubelet_trio.kubelet import Kubelet, KubeletExtension
+    from kubelet_trio.fsio import RunSync
+    from kubelet_trio.kubelet import Component, KubeletConfig
     from kubelet_trio.lifecycle.predicate import NodeView, PredicateAdmitHandler
     from kubelet_trio.nodelease import NodeLeaseController
-    from kubelet_trio.nodestatus import MachineInfo, NodeStatusManager
+    from kubelet_trio.nodestatus import MachineInfo, NodeHost, NodeStatusManager
+    from kubelet_trio.pod.manager import PodManager
     from kubelet_trio.pod.mirror import MirrorPodManager
+    from kubelet_trio.pod_workers import PodWorkers
     from kubelet_trio.runtimeclass import RuntimeClassManager
+    from kubelet_trio.status.manager import StatusManager
     from kubelet_trio.status.sync import StatusPublisher
     from kubelet_trio.token import TokenManager
 
@@ -48,8 +58,10 @@ __all__ = [
     "KUBELET_VERSION",
     "ApiMode",
     "ApiModeOptions",
+    "ApiModeParts",
     "api_pod_source",
     "build_api_mode",
+    "build_api_mode_parts",
     "open_kubeconfig_client",
 ]
 
@@ -61,7 +73,7 @@ KUBELET_VERSION = version.KUBELET_VERSION  # the one declaration: kubelet_trio.v
 class ApiModeOptions:
     """Node registration and reporting settings (the KubeletConfiguration fields of the same names)."""
 
-    register_node: bool = True
+    register_node: bool = defaults.REGISTER_NODE
     register_schedulable: bool = True
     node_labels: Mapping[str, str] = attrs.Factory(dict)
     register_with_taints: tuple[Mapping[str, Any], ...] = ()
@@ -88,27 +100,34 @@ class ApiModeOptions:
     machine: MachineInfo | None = None  # tests pin the machine; None reads /proc and friends
 
 
-@attrs.define(eq=False)
-class ApiMode:
+@attrs.frozen(kw_only=True)
+class ApiModeParts:
+    """The API-mode components built before the Kubelet (see :func:`build_api_mode_parts`)."""
+
     client: ApiClient
     source: ApiserverSource
     recorder: EventRecorder
     node_status: NodeStatusManager
+    node_informer: ObjectReflector
     lease: NodeLeaseController
-    publisher: StatusPublisher
-    mirrors: MirrorPodManager
     objects: ApiObjectStore | WatchingObjectStore
     tokens: TokenManager
-    node_informer: ObjectReflector
     runtime_classes: RuntimeClassManager
     admit: PredicateAdmitHandler
 
-    def extension(self) -> KubeletExtension:
-        """What the Kubelet plugs in: the components in start order and the API-backed collaborators."""
-        from kubelet_trio.apiobjects import WatchingObjectStore
-        from kubelet_trio.kubelet import KubeletExtension
 
-        components: list[Any] = [
+@attrs.frozen(kw_only=True)
+class ApiMode(ApiModeParts):
+    """All of a node's API-mode components: the parts and the two built after the Kubelet."""
+
+    publisher: StatusPublisher
+    mirrors: MirrorPodManager
+
+    def components(self) -> tuple[Component, ...]:
+        """The long-lived ones, in the order the Kubelet starts them (after its pod workers)."""
+        from kubelet_trio.apiobjects import WatchingObjectStore
+
+        components: tuple[Component, ...] = (
             self.recorder,
             self.node_status,
             self.node_informer,
@@ -117,20 +136,10 @@ class ApiMode:
             self.publisher,
             self.mirrors,
             self.tokens,
-        ]
-        if isinstance(self.objects, WatchingObjectStore):
-            components.append(self.objects)
-        return KubeletExtension(
-            components=tuple(components),
-            event_sink=self.recorder.record,
-            admit=self.admit,
-            api_client=self.client,  # the Kubelet API's TokenReview and SubjectAccessReview webhooks
-            object_store=self.objects,
-            object_prefetch=self.objects.ensure_pod,
-            tokens=self.tokens,
-            runtime_classes=self.runtime_classes,
-            node_event_sink=self.recorder.record_node,
         )
+        if isinstance(self.objects, WatchingObjectStore):
+            components += (self.objects,)
+        return components
 
 
 def api_pod_source(
@@ -155,53 +164,44 @@ def api_pod_source(
     )
 
 
-@attrs.define(eq=False)
-class _KubeletPods:
-    """The mirror-pod manager's view of the kubelet."""
-
-    kubelet: Kubelet
-
-    @property
-    def sources_ready(self) -> bool:
-        return self.kubelet.sources_ready
-
-    def static_pods(self) -> list[Pod]:
-        return [p for p in self.kubelet.pod_manager.pods() if p.is_static]
-
-    def is_termination_requested(self, uid: str) -> bool:
-        return self.kubelet.pod_workers.is_termination_requested(uid)
-
-
-def build_api_mode(
-    kubelet: Kubelet, client: ApiClient, source: ApiserverSource, options: ApiModeOptions | None = None
-) -> ApiMode:
-    """The API-mode components for ``kubelet``, which is being built (it is only referenced here, never
-    changed: :meth:`ApiMode.extension` is what the Kubelet's constructor plugs in)."""
+def build_api_mode_parts(
+    client: ApiClient,
+    pod_config: PodConfig,
+    config: KubeletConfig,
+    options: ApiModeOptions,
+    *,
+    clock: WallClock,
+    run_sync: RunSync,
+    boundary_errors: BoundaryErrors,
+    node_host: NodeHost,
+) -> ApiModeParts:
+    """The API-mode components that do not read the Kubelet's pods; ``pod_config`` gets the ``api``
+    source, and node status reads ``node_host`` (the Kubelet, once it runs)."""
     from kubelet_trio.client import TokenBucket
     from kubelet_trio.client.reflector import ObjectReflector
+    from kubelet_trio.config.types import API_SOURCE
     from kubelet_trio.events import EventRecorder
     from kubelet_trio.lifecycle.predicate import NodeView, PredicateAdmitHandler
     from kubelet_trio.nodelease import NodeLeaseController
     from kubelet_trio.nodestatus import NodeStatusConfig, NodeStatusManager
-    from kubelet_trio.pod.mirror import MirrorPodManager
     from kubelet_trio.runtimeclass import RuntimeClassManager
-    from kubelet_trio.status.sync import StatusPublisher
     from kubelet_trio.token import TokenManager
 
-    options = options or ApiModeOptions()
-    node_name = kubelet.config.node_name
+    node_name = config.node_name
+    pod_config.add_source(API_SOURCE)
+    source = api_pod_source(client, pod_config, node_name, boundary_errors=boundary_errors)
     # Go gives events a client of their own (eventRecordQPS/eventBurst): a burst of events never makes
     # status updates wait for the API client's tokens.
     events_limiter = options.event_limiter or TokenBucket(options.event_record_qps, options.event_burst)
-    recorder = EventRecorder(attrs.evolve(client, limiter=events_limiter), node_name, kubelet.clock)
+    recorder = EventRecorder(attrs.evolve(client, limiter=events_limiter), node_name, clock)
     node_status = NodeStatusManager(
         client,
-        kubelet,
+        node_host,
         NodeStatusConfig(
             node_name=node_name,
             kubelet_version=KUBELET_VERSION,
             hostname=options.hostname,
-            node_ips=kubelet.config.node_ips,
+            node_ips=config.node_ips,
             node_labels=dict(options.node_labels),
             register_with_taints=tuple(options.register_with_taints),
             register_schedulable=options.register_schedulable,
@@ -211,68 +211,106 @@ def build_api_mode(
             system_reserved=dict(options.system_reserved),
             eviction_hard=dict(options.eviction_hard),
         ),
-        root_dir=kubelet.config.root_dir,
+        root_dir=config.root_dir,
         machine=options.machine,
         register=options.register_node,
         update_frequency=options.node_status_update_frequency,
         report_frequency=options.node_status_report_frequency,
         events=recorder.record_node,
-        run_sync=kubelet.run_sync,
+        run_sync=run_sync,
     )
-
-    def node_uid() -> str | None:
-        return node_status.node_uid
-
+    # The node informer: labels and taints others set reach admission, annotations the object cache.
+    node_informer = ObjectReflector(
+        client, "/api/v1/nodes", node_name, on_change=node_status.observe, boundary_errors=boundary_errors
+    )
     lease = NodeLeaseController(
         client,
         node_name,
-        kubelet.clock,
-        node_uid,
+        clock,
+        lambda: node_status.node_uid,
         lease_duration_seconds=options.node_lease_duration_seconds,
         renew_interval=options.node_lease_duration_seconds * 0.25,
-    )
-    publisher = StatusPublisher(
-        client, kubelet, mirror_pods=lambda: source.mirror_pods.value, sync_period=options.status_sync_period
-    )
-    mirrors = MirrorPodManager(
-        client,
-        node_name,
-        _KubeletPods(kubelet),
-        source.mirror_pods,
-        node_uid,
-        period=options.mirror_pod_period,
     )
 
     def node_view() -> NodeView | None:
         node = node_status.current_node()
         return NodeView.from_node(node) if node is not None else None
 
-    # The node informer: labels and taints others set reach admission, annotations the object cache.
-    node_informer = ObjectReflector(
-        client,
-        "/api/v1/nodes",
-        node_name,
-        on_change=node_status.observe,
-        boundary_errors=kubelet.metrics.boundary_errors,
-    )
-    objects = _object_store(client, options, kubelet.config.sync_frequency, node_status)
-    tokens = TokenManager(client=client, clock=kubelet.clock)
-    runtime_classes = RuntimeClassManager(client)
     recorder.record_node("Normal", "Starting", "Starting kubelet.")
-    return ApiMode(
-        client,
-        source,
-        recorder,
-        node_status,
-        lease,
-        publisher,
-        mirrors,
-        objects,
-        tokens,
-        node_informer,
-        runtime_classes,
-        PredicateAdmitHandler(node_view),
+    return ApiModeParts(
+        client=client,
+        source=source,
+        recorder=recorder,
+        node_status=node_status,
+        node_informer=node_informer,
+        lease=lease,
+        objects=_object_store(client, options, config.sync_frequency, node_status),
+        tokens=TokenManager(client=client, clock=clock),
+        runtime_classes=RuntimeClassManager(client),
+        admit=PredicateAdmitHandler(node_view),
     )
+
+
+@attrs.frozen
+class _PodStatuses:
+    """The status publisher's view: the statuses, the desired pods and the pod workers' states."""
+
+    status_manager: StatusManager
+    pod_manager: PodManager
+    pod_workers: PodWorkers
+
+
+@attrs.frozen
+class _StaticPods:
+    """The mirror-pod manager's view: the static pods and whether every pod source has spoken."""
+
+    pods: PodManager
+    workers: PodWorkers
+    ready: Callable[[], bool]
+
+    @property
+    def sources_ready(self) -> bool:
+        return self.ready()
+
+    def static_pods(self) -> list[Pod]:
+        return [p for p in self.pods.pods() if p.is_static]
+
+    def is_termination_requested(self, uid: str) -> bool:
+        return self.workers.is_termination_requested(uid)
+
+
+def build_api_mode(
+    parts: ApiModeParts,
+    options: ApiModeOptions,
+    *,
+    node_name: str,
+    statuses: StatusManager,
+    pods: PodManager,
+    workers: PodWorkers,
+    sources_ready: Callable[[], bool],
+) -> ApiMode:
+    """``parts`` with the two components that read the Kubelet's pods: the status publisher and the
+    mirror-pod manager (the Kubelet's status manager, pod manager and pod workers, and its
+    ``sources_ready``)."""
+    from kubelet_trio.pod.mirror import MirrorPodManager
+    from kubelet_trio.status.sync import StatusPublisher
+
+    source = parts.source
+    publisher = StatusPublisher(
+        parts.client,
+        _PodStatuses(statuses, pods, workers),
+        mirror_pods=lambda: source.mirror_pods.value,
+        sync_period=options.status_sync_period,
+    )
+    mirrors = MirrorPodManager(
+        parts.client,
+        node_name,
+        _StaticPods(pods, workers, sources_ready),
+        source.mirror_pods,
+        lambda: parts.node_status.node_uid,
+        period=options.mirror_pod_period,
+    )
+    return ApiMode(**attrs.asdict(parts, recurse=False), publisher=publisher, mirrors=mirrors)
 
 
 OBJECT_TTL_ANNOTATION = "node.alpha.kubernetes.io/ttl"

@@ -3,9 +3,10 @@
 Go (``cmd/kubelet/app/server.go`` ``setConfigz``) converts its internal configuration to
 ``kubelet.config.k8s.io/v1beta1`` and serves ``{"kubeletconfig": {...}}`` with no ``kind`` or
 ``apiVersion`` (tools add them back to reuse the answer as a ``--config`` file). Here the configuration is
-built from the settings table (:data:`kubelet_trio.options.SETTINGS`): every setting with a
+built from the settings table (:data:`kubelet_trio.options.settings.SETTINGS`): every setting with a
 configuration key, nested where the key is dotted (``authentication.webhook.cacheTTL``), in the file's
-own spelling. Each value's spelling is checked against the setting's own file parser, so the answer read
+own spelling; an unset optional setting (``maxParallelImagePulls``) is left out, as Go omits a nil
+pointer. Each value's spelling is checked against the setting's own file parser, so the answer read
 back through ``--config`` gives the same options: durations as Go durations (``2m0s``), quantities and
 maps as written, lists as lists.
 """
@@ -16,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubelet_trio.clock import go_duration
-from kubelet_trio.options import CONFIG_API_VERSION, CONFIG_KIND, SETTINGS, KubeletOptions, Setting
+from kubelet_trio.options.settings import CONFIG_API_VERSION, CONFIG_KIND, SETTINGS, KubeletOptions, Setting
 
 __all__ = ["configz_body", "kubelet_configuration"]
 
@@ -58,11 +59,14 @@ def kubelet_configuration(options: KubeletOptions, *, with_type: bool = False) -
     for setting in SETTINGS:
         if not setting.key:
             continue
+        value = getattr(options, setting.dest)
+        if value is None:  # unset (Go: a nil pointer, omitted)
+            continue
         *parents, leaf = setting.key.split(".")
         node = config
         for parent in parents:
             node = node.setdefault(parent, {})
-        node[leaf] = _encode(setting, getattr(options, setting.dest))
+        node[leaf] = _encode(setting, value)
     return config
 
 

@@ -57,7 +57,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
@@ -111,6 +111,50 @@ class CertificateSource(Protocol):
     def expiration(self) -> dt.datetime | None: ...
 
 
+class ClaimVolumeStats(Protocol):
+    """What ``kubelet_volume_stats_*`` read of a claim-backed volume's usage."""
+
+    @property
+    def claim_namespace(self) -> str: ...
+
+    @property
+    def claim_name(self) -> str: ...
+
+    @property
+    def usage(
+        self,
+    ) -> Any: ...  # capacity_bytes, available_bytes, used_bytes, inodes, inodes_free, inodes_used
+
+
+#: Go's volume stats collector: (series, help, usage field)
+_VOLUME_STATS = (
+    ("kubelet_volume_stats_capacity_bytes", "Capacity in bytes of the volume", "capacity_bytes"),
+    ("kubelet_volume_stats_available_bytes", "Number of available bytes in the volume", "available_bytes"),
+    ("kubelet_volume_stats_used_bytes", "Number of used bytes in the volume", "used_bytes"),
+    ("kubelet_volume_stats_inodes", "Maximum number of inodes in the volume", "inodes"),
+    ("kubelet_volume_stats_inodes_free", "Number of free inodes in the volume", "inodes_free"),
+    ("kubelet_volume_stats_inodes_used", "Number of used inodes in the volume", "inodes_used"),
+)
+
+
+def _volume_stats(stats: list[ClaimVolumeStats]) -> Iterator[Metric]:
+    """One series per claim (the first volume of a claim counts, as Go's collector de-duplicates)."""
+    if not stats:
+        return
+    from prometheus_client.core import GaugeMetricFamily
+
+    seen: dict[tuple[str, str], ClaimVolumeStats] = {}
+    for entry in stats:
+        seen.setdefault((entry.claim_namespace, entry.claim_name), entry)
+    for name, help_text, field in _VOLUME_STATS:
+        family = GaugeMetricFamily(name, help_text, labels=["namespace", "persistentvolumeclaim"])
+        for (namespace, claim), entry in sorted(seen.items()):
+            value = getattr(entry.usage, field)
+            if value is not None:
+                family.add_metric([namespace, claim], value)
+        yield family
+
+
 @attrs.frozen
 class _WithoutCreated:
     """A registry's families minus prometheus-client's ``<name>_created`` samples."""
@@ -160,6 +204,7 @@ class _NodeCollector:
 
     evictions: Mapping[str, int] | None = None
     volumes: Callable[[], Mapping[tuple[str, str], int]] | None = None
+    volume_stats: Callable[[], Iterable[ClaimVolumeStats]] | None = None
     client_certificate: CertificateSource | None = None
     server_certificate: CertificateSource | None = None
 
@@ -183,6 +228,7 @@ class _NodeCollector:
             for (plugin, state), count in sorted(counts.items()):
                 volumes.add_metric([plugin, state], count)
             yield volumes
+        yield from _volume_stats(list(self.volume_stats()) if self.volume_stats is not None else [])
         for source, kind, errors in (
             (self.client_certificate, "client", "kubelet_certificate_manager_client_expiration_renew_errors"),
             (self.server_certificate, "server", "kubelet_server_expiration_renew_errors"),
@@ -410,6 +456,10 @@ class KubeletMetrics:
     def track_volumes(self, counts: Callable[[], Mapping[tuple[str, str], int]]) -> None:
         """``volume_manager_total_volumes`` from ``counts()``: (plugin, state) → volumes."""
         self._node.volumes = counts
+
+    def track_volume_stats(self, stats: Callable[[], Iterable[ClaimVolumeStats]]) -> None:
+        """``kubelet_volume_stats_*`` from ``stats()``: the claim-backed volumes' last measured usage."""
+        self._node.volume_stats = stats
 
     def track_certificates(
         self, *, client: CertificateSource | None = None, server: CertificateSource | None = None

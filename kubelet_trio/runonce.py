@@ -45,17 +45,17 @@ from kubelet_trio.container.types import ContainerState
 from kubelet_trio.cri import errors as cri_errors
 from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.fsio import RunSync, run_in_thread
-from kubelet_trio.kubelet import Kubelet, KubeletConfig
+from kubelet_trio.kubelet import KubeletConfig
 from kubelet_trio.kubelet_builder import KubeletDeps, open_kubelet
 from kubelet_trio.kuberuntime.logs_reader import tail_text
 from kubelet_trio.logs import kobj, kv
-from kubelet_trio.pod_workers import UpdatePodOptions, UpdateType
 from kubelet_trio.runonce_report import ContainerReport, PodReport, RunOnceReport, container_reports
 
 if TYPE_CHECKING:
     import httpx
 
     from kubelet_trio.credentialprovider import PluginProvider
+    from kubelet_trio.server.host import HostInterface
 
 __all__ = [
     "LOG_TAIL_LINES",
@@ -79,7 +79,7 @@ TARGET_COMPLETION = "completion"
 @attrs.frozen
 class RunOnceSettings:
     wait: str = TARGET_RUNNING  # "running" | "completion"
-    timeout: float = 300.0
+    timeout: float = defaults.RUNONCE_TIMEOUT
     cleanup: bool = False
     max_pods: int = defaults.MAX_PODS
     retries: int = MAX_RETRIES
@@ -205,7 +205,7 @@ def admit(pods: Sequence[Pod], max_pods: int) -> tuple[list[Pod], list[Pod]]:
 
 @attrs.define(eq=False)
 class _RunOnce:
-    kubelet: Kubelet
+    host: HostInterface
     settings: RunOnceSettings
     sources: list[OnceSource]
     progress: Callable[[str], None]
@@ -230,11 +230,12 @@ class _RunOnce:
         self._report_progress()
 
     async def _track(self) -> None:
-        statuses = self.kubelet.status_manager
-        async for _ in statuses.version.eventual_values():
+        version = -1
+        while True:
+            version = await self.host.wait_status_change(version)
             now = trio.current_time() - self.started_at
             for uid, entry in self.tracked.items():
-                _observe(entry, statuses.get(uid), now)
+                _observe(entry, self.host.status_of(uid), now)
             self._report_progress()
 
     async def _drive(self, entry: _Tracked) -> None:
@@ -244,12 +245,11 @@ class _RunOnce:
             with trio.move_on_after(delay):
                 await entry.outcome.wait_value(lambda v: v is not None)
                 return
-            pod = self.kubelet.pod_manager.get(entry.pod.uid)
+            pod = self.host.request_sync(entry.pod.uid)
             if pod is not None:
                 logger.debug(
                     "run-once: pod not at target yet, syncing again", extra=kv(pod=kobj(pod), uid=pod.uid)
                 )
-                self.kubelet.pod_workers.update_pod(UpdatePodOptions(UpdateType.SYNC, pod=pod))
             delay *= self.settings.retry_backoff
         with trio.move_on_after(delay):
             await entry.outcome.wait_value(lambda v: v is not None)
@@ -295,7 +295,7 @@ class _RunOnce:
 
     async def _pod_report(self, entry: _Tracked) -> PodReport:
         pod = entry.pod
-        status = self.kubelet.status_manager.get(pod.uid)
+        status = self.host.status_of(pod.uid)
         containers = container_reports(pod, status)
         reached = entry.outcome.value == "reached"
         if not reached:
@@ -317,25 +317,23 @@ class _RunOnce:
         """The last lines of a failed container's newest exited instance (else its newest one)."""
         if not container.failed:
             return container
-        instances = self.kubelet.cache.get(pod.uid).instances(container.name)
+        instances = self.host.container_instances(pod.uid, container.name)
         exited = [i for i in instances if i.state is ContainerState.EXITED]
         candidates = exited or instances
         if not candidates:
             return container
         instance = candidates[0]
         try:
-            response = await self.kubelet.runtime.container_status(instance.id)
+            path = await self.host.container_log_path(instance.id)
         except cri_errors.CriError:
             return container
-        path = response.status.log_path if response.status else ""
         if not path:
             return container
-        lines = await self.kubelet.run_sync(tail_text, path, LOG_TAIL_LINES)
+        lines = await self.host.run_blocking(tail_text, path, LOG_TAIL_LINES)
         return attrs.evolve(container, log_tail=tuple(lines))
 
     async def cleanup(self) -> None:
         """Remove the pods through the kubelet's kill path, then delete their containers and sandboxes."""
-        kubelet = self.kubelet
         uids = set(self.tracked)
         grace = max(
             ((e.pod.spec.termination_grace_period_seconds if e.pod.spec else None) or 30)
@@ -345,11 +343,7 @@ class _RunOnce:
         with trio.move_on_after(grace + CLEANUP_MARGIN) as scope:
             for source in self.sources:
                 await source.clear()
-            for uid in uids:
-                if kubelet.pod_workers.is_known(uid):
-                    await kubelet.pod_workers.wait_finished(uid)
-            leftovers = [p for p in await kubelet.kube_runtime.get_pods(all=True) if p.uid in uids]
-            await kubelet.kube_runtime.gc.collect_orphans(leftovers, ())
+            await self.host.purge_pods(uids)
         if scope.cancelled_caught:
             logger.warning("run-once cleanup did not finish in time; some pods may be left")
 

@@ -12,7 +12,10 @@ __all__ = ["SUBCOMMANDS"]
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sim-cri": ("kubelet_trio.cmd.sim_cri", "serve a simulated runtime as a CRI gRPC server"),
     "fake-apiserver": ("kubelet_trio.cmd.fake_apiserver", "serve the test harness's fake API server"),
-    "sim-nodes": ("kubelet_trio.cmd.sim_nodes", "run N simulated nodes in one process against a cluster"),
+    "sim-nodes": (
+        "kubelet_trio.cmd.sim_nodes",
+        "run N simulated nodes (one worker process per core) against a cluster",
+    ),
     "check-manifests": ("kubelet_trio.cmd.check_manifests", "validate pod manifest files or directories"),
     "shutdown-node": ("kubelet_trio.cmd.shutdown_node", "graceful node shutdown: stop the pods, by priority"),
     "demo": (

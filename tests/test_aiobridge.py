@@ -9,7 +9,12 @@ import pytest
 import trio
 import trio.lowlevel
 
-from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread, open_lazy_asyncio_thread
+from kubelet_trio.aiobridge import (
+    AsyncioThread,
+    SharedAsyncioThread,
+    open_asyncio_thread,
+    open_lazy_asyncio_thread,
+)
 
 
 async def _outcome(task: asyncio.Task[object]) -> str:
@@ -121,3 +126,19 @@ async def test_lazy_thread_starts_at_first_use_and_is_joined_on_exit() -> None:
         assert not thread.is_alive()
         with pytest.raises(RuntimeError):
             lazy.get()
+
+
+async def test_shared_thread_serves_its_users_only_while_its_owner_runs_it() -> None:
+    shared = SharedAsyncioThread()
+    with pytest.raises(RuntimeError, match="not running"):
+        shared.get()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(shared.run)
+            bridge = shared.get()
+            assert shared.get() is bridge  # one thread for every user
+            thread = await bridge.run_sync(threading.current_thread)
+            nursery.cancel_scope.cancel()
+    assert not thread.is_alive()
+    with pytest.raises(RuntimeError, match="not running"):
+        shared.get()

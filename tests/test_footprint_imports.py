@@ -51,7 +51,13 @@ API_MODE = (
     "kubelet_trio.nodelease",
     "kubelet_trio.status.sync",
 )
-GRPC = ("grpclib", "asyncio", "h2", "kubelet_trio.cri.remote", "kubelet_trio.cri.gen.runtime.v1.services")
+#: The CRI client: only a CRI runtime needs it (these nodes run the simulated one).
+CRI_CLIENT = ("kubelet_trio.cri.remote", "kubelet_trio.cri.gen.runtime.v1.services")
+#: gRPC itself: the daemon always loads it, because Go always serves the device plugin Registration
+#: socket (the DevicePlugins feature gate is on by default) and so does the daemon; an embedded node
+#: without device plugins (their default) loads none of it.
+GRPC = ("grpclib", "asyncio", "h2")
+DEVICE_PLUGINS = ("kubelet_trio.cm.devicemanager",)
 PYDANTIC = ("pydantic", "pydantic_core")  # betterproto2 imports it when installed; the bindings hide it
 
 
@@ -103,14 +109,15 @@ def fake_kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def test_every_server_off_loads_no_optional_stack(tmp_path: Path) -> None:
     names = run_node(tmp_path)
     assert "kubelet_trio.kubelet" in names and "kubelet_trio.sim.runtime" in names
-    for stack in (TLS, METRICS, HTTP_SERVER, READ_ONLY, API_MODE, GRPC, PYDANTIC, ("httpx",)):
+    for stack in (TLS, METRICS, HTTP_SERVER, READ_ONLY, API_MODE, CRI_CLIENT, PYDANTIC, ("httpx",)):
         assert loaded(names, stack) == set()
+    assert loaded(names, (*GRPC, *DEVICE_PLUGINS)) == {*GRPC, *DEVICE_PLUGINS}  # the device plugin socket
 
 
 def test_healthz_alone_loads_the_http_server_only(tmp_path: Path) -> None:
     names = run_node(tmp_path, "--healthz-port", str(free_port()))
     assert loaded(names, HTTP_SERVER) == set(HTTP_SERVER)
-    for stack in (TLS, METRICS, READ_ONLY, API_MODE, GRPC):
+    for stack in (TLS, METRICS, READ_ONLY, API_MODE, CRI_CLIENT):
         assert loaded(names, stack) == set()
 
 

@@ -26,14 +26,26 @@ PACKAGE = Path(__file__).resolve().parent.parent / "kubelet_trio"
 # nodes like any other: a leading underscore says "not public API", not "outside the layers".
 LAYERS: tuple[tuple[str, ...], ...] = (
     # base: leaf utilities with no kubelet concept; importable from anywhere
-    ("logs", "clock", "fsio", "defaults", "version", "lazy", "boundary", "aiobridge", "cliflag"),
+    (
+        "logs",
+        "clock",
+        "fsio",
+        "defaults",
+        "version",
+        "lazy",
+        "boundary",
+        "aiobridge",
+        "cliflag",
+        "flowcontrol",
+    ),
     # model: API types, the runtime-neutral view of pods and containers
     ("api", "objects", "container", "securitycontext"),
     # clients and runtimes: API client, CRI (remote, simulated, a managed containerd), HTTP server layer,
     # registry credentials
     ("client", "httpserver", "cri", "sim", "containerd", "credentialprovider"),
     # node components: one concern each, on the clients; ``cm`` (what the node offers pods, device
-    # plugins) and ``fieldpath`` (downward API values, which read node allocatable) among them
+    # plugins), ``apis`` (the pod resources API) and ``fieldpath`` (downward API values, which read node
+    # allocatable) among them
     (
         "config",
         "pod",
@@ -52,7 +64,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "apiobjects",
         "certificate",
         "cm",
+        "apis",
         "fieldpath",
+        "pluginmanager",
+        "volume",
     ),
     # the runtime manager: pod sync on the components
     ("kuberuntime",),
@@ -242,12 +257,12 @@ def test_every_package_and_module_is_in_a_layer() -> None:
 
 def test_an_unplaced_package_or_module_is_reported(tmp_path: Path) -> None:
     root = tmp_path / "kubelet_trio"
-    for name in ("pluginmanager/__init__.py", "devicemanager.py", "_private.py", "__main__.py", "api/pod.py"):
+    for name in ("newmanager/__init__.py", "devicemanager.py", "_private.py", "__main__.py", "api/pod.py"):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text("")
     (root / "__pycache__").mkdir()
     (root / "empty").mkdir()
-    assert unplaced(root) == ["_private", "devicemanager", "pluginmanager"]
+    assert unplaced(root) == ["_private", "devicemanager", "newmanager"]
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,10 @@
 """``kubelet-trio [flags]``: the node daemon, or ``--runonce`` (Go: ``cmd/kubelet``).
 
-Settings come from :mod:`kubelet_trio.options` (flags over a ``KubeletConfiguration`` file). Pods come from
-a manifest directory and/or URL; the runtime is any CRI runtime at ``--container-runtime-endpoint``
-(containerd by default) or the built-in simulated runtime with ``--runtime sim``.
+Settings come from :mod:`kubelet_trio.options` (flags over a ``KubeletConfiguration`` file); :func:`main`
+derives the component configurations from them once (``component_configs``) and hands each part to what
+it builds. Pods come from a manifest directory and/or URL; the runtime is any CRI runtime at
+``--container-runtime-endpoint`` (containerd by default) or the built-in simulated runtime with
+``--runtime sim``.
 
 - Daemon: runs until SIGTERM/SIGINT, then stops within moments and leaves its pods running, like the Go
   kubelet (a new process over the same runtime and manifests adopts them). Serves ``/healthz`` and,
@@ -41,16 +43,29 @@ import trio
 
 from kubelet_trio.boundary import BoundaryErrors
 from kubelet_trio.cm.allocatable import read_node_allocatable
+from kubelet_trio.cm.cgroup_manager import CgroupError
+from kubelet_trio.cm.oom_score import apply_oom_score_adj
 from kubelet_trio.config.file import FileSource, scan_manifest_path
 from kubelet_trio.config.podconfig import PodConfig
-from kubelet_trio.config.types import API_SOURCE, FILE_SOURCE, HTTP_SOURCE
+from kubelet_trio.config.types import FILE_SOURCE, HTTP_SOURCE
 from kubelet_trio.configz import configz_body
 from kubelet_trio.kubelet import KubeletConfig, PodSource
 from kubelet_trio.kubelet_builder import KubeletDeps, open_kubelet
 from kubelet_trio.logs import configure_logging, kv
 from kubelet_trio.metrics import KubeletMetrics
 from kubelet_trio.nodestatus.addresses import NodeAddressError, resolve_node_ips
-from kubelet_trio.options import KubeletOptions, OptionsError, component_configs, load_options
+from kubelet_trio.options import (
+    ApiClientSettings,
+    CertificateSettings,
+    ComponentConfigs,
+    CredentialProviderSettings,
+    KubeletOptions,
+    OptionsError,
+    RuntimeSettings,
+    SourceSettings,
+    component_configs,
+    load_options,
+)
 
 # What only some configurations use is imported where it is used: the API client (--kubeconfig), the
 # CRI client (grpclib, asyncio; not for --runtime sim), the manifest URL source and run-once (httpx).
@@ -74,11 +89,11 @@ class CredentialProvidersError(Exception):
     """The credential provider plugins cannot be registered; reported on stderr, exit status 1."""
 
 
-def register_credential_providers(options: KubeletOptions) -> tuple[PluginProvider, ...]:
+def register_credential_providers(settings: CredentialProviderSettings) -> tuple[PluginProvider, ...]:
     """The plugins of ``--image-credential-provider-config`` in ``--image-credential-provider-bin-dir``
     (none unless one of them is given; Go registers them when either is). Raises
     :class:`CredentialProvidersError` naming the file. Blocking (reads files), at startup."""
-    config, bin_dir = options.image_credential_provider_config, options.image_credential_provider_bin_dir
+    config, bin_dir = settings.config, settings.bin_dir
     if not config and not bin_dir:
         return ()
     from kubelet_trio.credentialprovider import (
@@ -100,39 +115,34 @@ def register_credential_providers(options: KubeletOptions) -> tuple[PluginProvid
     return providers
 
 
-def kubelet_config(options: KubeletOptions) -> KubeletConfig:
-    return component_configs(options).kubelet
-
-
 def build_sources(
-    options: KubeletOptions, boundary_errors: BoundaryErrors | None = None
+    settings: SourceSettings, boundary_errors: BoundaryErrors | None = None
 ) -> tuple[PodConfig, list[PodSource]]:
     """The daemon's pod sources: the manifest path and/or URL, followed until stopped; what they contain
     of a broken manifest is counted in ``boundary_errors``."""
-    names = [FILE_SOURCE] * bool(options.pod_manifest_path) + [HTTP_SOURCE] * bool(options.manifest_url)
-    names += [API_SOURCE] * bool(options.kubeconfig)  # API server mode: the builder adds its source
+    names = [FILE_SOURCE] * bool(settings.pod_manifest_path) + [HTTP_SOURCE] * bool(settings.manifest_url)
     pod_config = PodConfig(sources=tuple(names))
     sources: list[PodSource] = []
-    if options.pod_manifest_path:
+    if settings.pod_manifest_path:
         sources.append(
             FileSource(
-                options.pod_manifest_path,
-                options.node_name,
+                settings.pod_manifest_path,
+                settings.node_name,
                 pod_config.source_channel(FILE_SOURCE),
-                check_period=options.file_check_frequency,
+                check_period=settings.file_check_frequency,
                 boundary_errors=boundary_errors,
             )
         )
-    if options.manifest_url:
+    if settings.manifest_url:
         from kubelet_trio.config.http import HttpSource
 
         sources.append(
             HttpSource(
-                options.manifest_url,
-                options.node_name,
+                settings.manifest_url,
+                settings.node_name,
                 pod_config.source_channel(HTTP_SOURCE),
-                headers=options.manifest_url_header,
-                check_period=options.http_check_frequency,
+                headers=dict(settings.manifest_url_header),
+                check_period=settings.http_check_frequency,
                 boundary_errors=boundary_errors,
             )
         )
@@ -141,11 +151,11 @@ def build_sources(
 
 @contextlib.asynccontextmanager
 async def open_runtime(
-    options: KubeletOptions, boundary_errors: BoundaryErrors | None = None
+    settings: RuntimeSettings, boundary_errors: BoundaryErrors | None = None
 ) -> AsyncIterator[Runtime]:
     """The node's runtime; with ``--image-import-dir`` (the managed runtime: always) the image archives
     there are imported before it is yielded, so before any sandbox starts, and followed after."""
-    if options.runtime == "sim":
+    if settings.runtime == "sim":
         from kubelet_trio.sim.runtime import SimRuntime
 
         yield SimRuntime()
@@ -153,44 +163,46 @@ async def open_runtime(
     from kubelet_trio.cri.remote import open_cri_runtime
     from kubelet_trio.images.importer import open_image_importer
 
-    if component_configs(options).container_runtime == "managed":  # a containerd of our own
+    if settings.container_runtime == "managed":  # a containerd of our own
         from kubelet_trio.containerd import open_managed_containerd
 
         async with (
             open_managed_containerd(
-                options.root_dir,
-                sandbox_image=options.pod_infra_container_image,
-                subnet=options.pod_cidr or None,
+                settings.root_dir,
+                sandbox_image=settings.sandbox_image,
+                subnet=settings.pod_cidr or None,
             ) as ctrd,
             open_cri_runtime(
                 ctrd.endpoint,
-                request_timeout=options.runtime_request_timeout,
+                request_timeout=settings.request_timeout,
                 boundary_errors=boundary_errors,
             ) as runtime,
-            open_image_importer(Path(options.image_import_dir or ctrd.layout.images_dir), ctrd.layout.socket),
+            open_image_importer(
+                Path(settings.image_import_dir or ctrd.layout.images_dir), ctrd.layout.socket
+            ),
         ):
             yield runtime
         return
     async with (
         open_cri_runtime(
-            options.container_runtime_endpoint,
-            options.image_service_endpoint or None,
-            request_timeout=options.runtime_request_timeout,
+            settings.endpoint,
+            settings.image_endpoint or None,
+            request_timeout=settings.request_timeout,
             boundary_errors=boundary_errors,
         ) as runtime,
         contextlib.AsyncExitStack() as importing,
     ):
-        if options.image_import_dir:
-            socket = await containerd_socket(runtime, options)
-            await importing.enter_async_context(open_image_importer(Path(options.image_import_dir), socket))
+        if settings.image_import_dir:
+            socket = await containerd_socket(runtime, settings)
+            await importing.enter_async_context(open_image_importer(Path(settings.image_import_dir), socket))
         yield runtime
 
 
-async def containerd_socket(runtime: Runtime, options: KubeletOptions) -> Path:
+async def containerd_socket(runtime: Runtime, settings: RuntimeSettings) -> Path:
     """The socket ``ctr`` imports images through: the image service's, when the runtime is containerd
     (whose CRI socket is its main socket). Any other runtime refuses ``--image-import-dir``."""
-    endpoint = options.image_service_endpoint or options.container_runtime_endpoint
-    await check_runtime(runtime, options)
+    endpoint = settings.image_endpoint or settings.endpoint
+    await check_runtime(runtime, settings)
     with trio.fail_after(RUNTIME_CHECK_TIMEOUT):
         version = await runtime.version()
     if version.runtime_name != "containerd" or not endpoint.startswith("unix://"):
@@ -202,13 +214,13 @@ async def containerd_socket(runtime: Runtime, options: KubeletOptions) -> Path:
     return Path(endpoint.removeprefix("unix://"))
 
 
-async def check_runtime(runtime: Runtime, options: KubeletOptions) -> None:
+async def check_runtime(runtime: Runtime, settings: RuntimeSettings) -> None:
     """Fail fast (run-once) when the runtime does not answer."""
     try:
         with trio.fail_after(RUNTIME_CHECK_TIMEOUT):
             version = await runtime.version()
     except Exception as err:
-        where = "simulated runtime" if options.runtime == "sim" else options.container_runtime_endpoint
+        where = "simulated runtime" if settings.runtime == "sim" else settings.endpoint
         reason = str(err) or type(err).__name__
         raise RuntimeError(f"cannot reach the container runtime at {where}: {reason}") from err
     logger.info("container runtime", extra=kv(name=version.runtime_name, version=version.runtime_version))
@@ -219,37 +231,35 @@ async def check_runtime(runtime: Runtime, options: KubeletOptions) -> None:
 
 @contextlib.asynccontextmanager
 async def open_api(
-    options: KubeletOptions, metrics: KubeletMetrics | None = None
+    settings: ApiClientSettings, certificates: CertificateSettings, metrics: KubeletMetrics | None = None
 ) -> AsyncIterator[ApiClient | None]:
     """API server mode: the API client when ``--kubeconfig`` is given, else None; a rotating client
     certificate reports its lifetime and renewal errors on ``metrics``."""
-    if not options.kubeconfig:
+    if not settings.kubeconfig:
         yield None
         return
     from kubelet_trio.apimode import open_kubeconfig_client
 
-    certificates = component_configs(options).certificates
     if certificates.bootstrap_kubeconfig or certificates.rotate_certificates:  # TLS bootstrap / rotation
         from kubelet_trio.certificate import open_node_api_client
 
         async with open_node_api_client(
-            certificates, qps=options.kube_api_qps, burst=options.kube_api_burst, metrics=metrics
+            certificates, qps=settings.qps, burst=settings.burst, metrics=metrics
         ) as client:
             yield client
         return
-    async with open_kubeconfig_client(
-        options.kubeconfig, qps=options.kube_api_qps, burst=options.kube_api_burst
-    ) as client:
+    async with open_kubeconfig_client(settings.kubeconfig, qps=settings.qps, burst=settings.burst) as client:
         yield client
 
 
-async def node_config(options: KubeletOptions) -> KubeletConfig:
-    """:func:`kubelet_config` with the node's IP chosen as Go chooses it (a name lookup, the routes)."""
-    config = kubelet_config(options)
+async def node_config(configs: ComponentConfigs) -> KubeletConfig:
+    """The node's configuration with its IP chosen as Go chooses it (a name lookup, the routes) unless
+    ``--node-ip`` named one."""
+    config = configs.kubelet
     if config.node_ips:
         return config
     try:  # the node name is the hostname here (no cloud provider)
-        ips = await resolve_node_ips(options.node_ip, options.node_name, options.node_name)
+        ips = await resolve_node_ips(configs.node_ip, config.node_name, config.node_name)
     except NodeAddressError as err:  # Go keeps running too, without a usable address
         logger.warning("no node IP; using the loopback address", extra=kv(error=err))
         return attrs.evolve(config, node_ips=("127.0.0.1",))
@@ -258,14 +268,13 @@ async def node_config(options: KubeletOptions) -> KubeletConfig:
 
 @contextlib.asynccontextmanager
 async def serving_certificate(
-    options: KubeletOptions,
+    certificates: CertificateSettings,
     config: KubeletConfig,
     client: ApiClient | None,
     metrics: KubeletMetrics | None = None,
 ) -> AsyncIterator[KubeletConfig]:
     """``--rotate-server-certificates`` in API mode: the Kubelet API serves a certificate the cluster
     issued (``kubernetes.io/kubelet-serving``), renewed before it expires; ``config`` otherwise."""
-    certificates = component_configs(options).certificates
     if client is None or not certificates.rotate_server_certificates:
         yield config
         return
@@ -283,31 +292,37 @@ async def serving_certificate(
 SWAPS = "/proc/swaps"
 
 
-def check_swap(options: KubeletOptions, swaps: str = SWAPS) -> None:
+def check_swap(fail_swap_on: bool, swaps: str = SWAPS) -> None:
     """``failSwapOn`` (Go's container manager): refuse to run a node on a machine with swap enabled."""
     try:
         with open(swaps) as file:
             lines = [line for line in file.read().splitlines() if line.strip()]
     except OSError:
         return  # no /proc/swaps: no swap to speak of
-    if options.fail_swap_on and len(lines) > 1:  # more than the header: swap is on
+    if fail_swap_on and len(lines) > 1:  # more than the header: swap is on
         raise RuntimeError(
             "running with swap on is not supported, please disable swap or set --fail-swap-on flag to false"
             f" ({swaps} lists {len(lines) - 1} swap area(s))"
         )
 
 
-async def serve(options: KubeletOptions, credential_providers: tuple[PluginProvider, ...] = ()) -> int:
-    check_swap(options)
-    config = await node_config(options)
+async def serve(
+    options: KubeletOptions, configs: ComponentConfigs, credential_providers: tuple[PluginProvider, ...] = ()
+) -> int:
+    check_swap(configs.fail_swap_on)
+    # Go: the kubelet's own oom_score_adj, so the kernel kills pods before the kubelet (when permitted;
+    # logged and carried on otherwise)
+    await trio.to_thread.run_sync(apply_oom_score_adj, 0, options.oom_score_adj)
+    config = await node_config(configs)
     # /metrics is served by the Kubelet API and the read-only server; without them nothing is recorded
     metrics = KubeletMetrics(enabled=bool(config.port or config.read_only_port))
-    pod_config, sources = build_sources(options, metrics.boundary_errors)
+    pod_config, sources = build_sources(configs.sources, metrics.boundary_errors)
+    allocatable = configs.allocatable
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with (
-            open_runtime(options, metrics.boundary_errors) as runtime,
-            open_api(options, metrics) as client,
-            serving_certificate(options, config, client, metrics) as config,
+            open_runtime(configs.runtime, metrics.boundary_errors) as runtime,
+            open_api(configs.api_client, configs.certificates, metrics) as client,
+            serving_certificate(configs.certificates, config, client, metrics) as config,
         ):
             deps = KubeletDeps(
                 runtime=runtime,
@@ -316,12 +331,12 @@ async def serve(options: KubeletOptions, credential_providers: tuple[PluginProvi
                 metrics=metrics,
                 instrument_runtime=metrics.enabled,
                 allocatable=read_node_allocatable(  # the downward API's defaults for unset limits
-                    options.root_dir,
-                    reserved=(options.kube_reserved, options.system_reserved),
-                    eviction_hard=options.eviction_hard,
+                    allocatable.root_dir,
+                    reserved=(allocatable.kube_reserved, allocatable.system_reserved),
+                    eviction_hard=allocatable.eviction_hard,
                 ),
                 api_client=client,  # API server mode when --kubeconfig is given
-                api_options=component_configs(options).api_mode,
+                api_options=configs.api_mode,
                 configz=configz_body(options),  # /configz on the Kubelet API port
                 credential_providers=credential_providers,
             )
@@ -338,20 +353,22 @@ async def serve(options: KubeletOptions, credential_providers: tuple[PluginProvi
 
 
 async def read_static_sources(
-    options: KubeletOptions,
+    settings: SourceSettings,
 ) -> tuple[dict[str, tuple[Pod, ...]], tuple[ManifestError, ...]]:
     """Read the manifest path and the URL once."""
     from kubelet_trio.runonce import fetch_manifest_url
 
     pods: dict[str, tuple[Pod, ...]] = {}
     errors: list[ManifestError] = []
-    if options.pod_manifest_path:
-        scan = await trio.to_thread.run_sync(scan_manifest_path, options.pod_manifest_path, options.node_name)
+    if settings.pod_manifest_path:
+        scan = await trio.to_thread.run_sync(
+            scan_manifest_path, settings.pod_manifest_path, settings.node_name
+        )
         pods[FILE_SOURCE] = scan.pods
         errors += scan.errors
-    if options.manifest_url:
+    if settings.manifest_url:
         url_pods, url_errors = await fetch_manifest_url(
-            options.manifest_url, options.node_name, options.manifest_url_header
+            settings.manifest_url, settings.node_name, dict(settings.manifest_url_header)
         )
         pods[HTTP_SOURCE] = url_pods
         errors += url_errors
@@ -359,16 +376,24 @@ async def read_static_sources(
 
 
 async def run_once_main(
-    options: KubeletOptions, credential_providers: tuple[PluginProvider, ...] = ()
+    options: KubeletOptions, configs: ComponentConfigs, credential_providers: tuple[PluginProvider, ...] = ()
 ) -> int:
     from kubelet_trio.runonce import run_once
 
-    pods, errors = await read_static_sources(options)
+    pods, errors = await read_static_sources(configs.sources)
     for error in errors:
         logger.error("invalid pod manifest", extra=kv(error=error))
-    settings = component_configs(options).run_once
-    # No HTTP servers in run-once: it is over in moments and must not collide with a running daemon.
-    config = attrs.evolve(await node_config(options), healthz_port=0, read_only_port=0, port=0)
+    # No HTTP servers, no device plugin socket and no pod cgroups in run-once: it is over in moments and
+    # must not collide with a running daemon (whose housekeeping would take the pods' cgroups for
+    # orphans, or this run the daemon's). Go's RunOnce does not start its container manager either.
+    config = attrs.evolve(
+        await node_config(configs),
+        healthz_port=0,
+        read_only_port=0,
+        port=0,
+        device_plugins=False,
+        cgroups=None,
+    )
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -379,13 +404,13 @@ async def run_once_main(
         else:
             print(report.format_table(), end="", flush=True)
 
-    async with open_runtime(options) as runtime:
-        await check_runtime(runtime, options)
+    async with open_runtime(configs.runtime) as runtime:
+        await check_runtime(runtime, configs.runtime)
         report = await run_once(
             runtime,
             config,
             pods,
-            settings,
+            configs.run_once,
             errors=errors,
             progress=progress,
             on_report=show,
@@ -448,19 +473,20 @@ def main(argv: list[str]) -> int:
         logger.warning(warning.message, extra=kv(**warning.fields))
     if options.pod_manifest_path and not os.path.exists(options.pod_manifest_path):
         logger.warning("pod manifest path does not exist (yet)", extra=kv(path=options.pod_manifest_path))
+    configs = component_configs(options)  # the one derivation of the components' settings
     try:
-        credential_providers = register_credential_providers(options)
+        credential_providers = register_credential_providers(configs.credential_providers)
     except CredentialProvidersError as err:
         print(f"kubelet-trio: {err}", file=sys.stderr)
         return 1
     try:
-        return trio.run(run_once_main if options.runonce else serve, options, credential_providers)
+        return trio.run(run_once_main if options.runonce else serve, options, configs, credential_providers)
     except KeyboardInterrupt:
         print("kubelet-trio: interrupted", file=sys.stderr)
         return 130
     except Exception as err:  # the node failed: say why in one line per cause
         for leaf in _leaves(err):
-            if isinstance(leaf, RuntimeError | OSError):
+            if isinstance(leaf, RuntimeError | OSError | CgroupError):
                 print(f"kubelet-trio: {leaf}", file=sys.stderr)
             else:
                 logger.error("kubelet failed", exc_info=leaf)

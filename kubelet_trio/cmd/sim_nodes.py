@@ -1,17 +1,22 @@
-"""``kubelet-trio sim-nodes``: many full kubelets on simulated runtimes in one process, joined to a cluster.
+"""``kubelet-trio sim-nodes``: many full kubelets on simulated runtimes, joined to a cluster.
 
 Each node is the real node agent (sync loop, pod workers, PLEG, probes, status, lease, events) built by
 :func:`~kubelet_trio.kubelet_builder.open_kubelet` in API mode on its own
 :class:`~kubelet_trio.sim.tracking.ChangeTrackingSimRuntime` (its relists are free while nothing
 changes): pods bound to it (``spec.nodeName``) start, crash,
 restart, become ready and terminate gracefully as their ``sim.kubelet-trio.io/<container>`` annotations
-script them. All nodes share one API connection pool and one rate limiter (``--kube-api-qps`` is for
-the whole process), and one event rate limit (``--event-qps``, also for the whole process: events are
-the bulk of the requests and the least needed, so by default the process posts as many as one Go kubelet
-may; the rest wait in each node's queue and are dropped when it is full, as Go drops them). The
-read-only and Kubelet API servers are off unless a port base is given (node
-``i`` then serves on ``base + i`` on 127.0.0.1). Runs until SIGINT or SIGTERM, then exits 0, leaving the
-Node objects behind as a stopped kubelet does.
+script them. The nodes of a process share one API connection pool and one rate limiter (``--kube-api-qps``
+is for the whole command), and one event rate limit (``--event-qps``, also for the whole command: events
+are the bulk of the requests and the least needed, so by default the command posts as many as one Go
+kubelet may; the rest wait in each node's queue and are dropped when it is full, as Go drops them).
+
+The command runs nodes ``--node-offset`` .. ``--node-offset + --nodes - 1``; a node's name, address, pod
+CIDR and ports derive from that global index, so commands on several machines with disjoint ranges join
+one cluster without clashes. ``--processes`` (default: one per core) splits the nodes over worker
+processes under one supervisor (:mod:`kubelet_trio.cmd.sim_nodes_supervisor`), the limits shared out in
+proportion to their nodes. The read-only and Kubelet API servers are off unless a port base is given
+(node ``i`` then serves on ``base + i`` on 127.0.0.1). Runs until SIGINT or SIGTERM, then exits 0, leaving
+the Node objects behind as a stopped kubelet does.
 """
 
 from __future__ import annotations
@@ -21,15 +26,18 @@ import contextlib
 import hashlib
 import ipaddress
 import logging
+import os
 import signal
 import ssl
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from functools import partial
 
 import attrs
 import httpx
 import trio
+import trio_util
 
 from kubelet_trio import defaults
 from kubelet_trio.api.quantity import Quantity
@@ -45,6 +53,7 @@ from kubelet_trio.client import (
     open_api_client,
 )
 from kubelet_trio.clock import WallClock
+from kubelet_trio.cmd.sim_nodes_supervisor import Worker, WorkerSlice, run_workers, split_nodes
 from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.config.types import API_SOURCE
 from kubelet_trio.fsio import run_inline
@@ -71,6 +80,7 @@ class SimNodesSettings:
     """What every simulated node is built with (the command's flags)."""
 
     nodes: int
+    offset: int = 0  # the first node's global index
     name_prefix: str = "sim-"
     max_pods: int = defaults.MAX_PODS
     node_labels: dict[str, str] = attrs.Factory(dict)
@@ -82,6 +92,25 @@ class SimNodesSettings:
     root_dir: str = ""  # "" : a temporary directory, removed on exit
     event_qps: float = defaults.EVENT_RECORD_QPS  # for the whole process; 0: no limit
     event_burst: int = defaults.EVENT_BURST
+
+    @property
+    def indexes(self) -> range:
+        """The global indexes of this command's nodes."""
+        return range(self.offset, self.offset + self.nodes)
+
+    def check(self) -> None:
+        """Every index within ``MAX_NODES`` and every port within 65535, or ``ValueError``."""
+        if self.nodes < 1 or self.offset < 0 or self.offset + self.nodes > MAX_NODES:
+            raise ValueError(
+                f"--node-offset + --nodes must be at most {MAX_NODES}, got {self.offset} + {self.nodes}"
+            )
+        last = self.indexes[-1]
+        for flag, base in (
+            ("--read-only-port-base", self.read_only_port_base),
+            ("--port-base", self.port_base),
+        ):
+            if base and base + last > 65535:
+                raise ValueError(f"{flag} {base} + node index {last} is beyond port 65535")
 
 
 def node_name(settings: SimNodesSettings, index: int) -> str:
@@ -121,15 +150,15 @@ async def open_sim_nodes(
     *,
     clock: WallClock | None = None,
 ) -> AsyncIterator[list[KubeletNode]]:
-    """Run ``settings.nodes`` nodes against ``client`` until the block exits; yields once all are up."""
-    if not 0 < settings.nodes <= MAX_NODES:
-        raise ValueError(f"--nodes must be 1-{MAX_NODES}, got {settings.nodes}")
+    """Run the nodes of ``settings.indexes`` against ``client`` until the block exits; yields once all
+    are up."""
+    settings.check()
     clock = clock or WallClock()
     with contextlib.ExitStack() as files:
         root = settings.root_dir or files.enter_context(
             tempfile.TemporaryDirectory(prefix="kubelet-trio-sim-")
         )
-        started: list[KubeletNode | None] = [None] * settings.nodes
+        started: dict[int, KubeletNode] = {}
         limiter = trio.CapacityLimiter(START_CONCURRENCY)
         events = TokenBucket(settings.event_qps, settings.event_burst)
 
@@ -173,10 +202,10 @@ async def open_sim_nodes(
 
         async with trio.open_nursery() as nursery:
             async with trio.open_nursery() as starting:
-                for index in range(settings.nodes):
+                for index in settings.indexes:
                     starting.start_soon(nursery.start, run_node, index)
             logger.info("simulated nodes running", extra=kv(nodes=settings.nodes, root_dir=root))
-            yield [node for node in started if node is not None]
+            yield [started[index] for index in sorted(started)]
             nursery.cancel_scope.cancel()
 
 
@@ -187,6 +216,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _index(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
     return value
 
 
@@ -231,13 +270,31 @@ def _labels(text: str) -> dict[str, str]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kubelet-trio sim-nodes",
-        description="Run N kubelets on simulated runtimes in one process, joined to a cluster: nodes for "
+        description="Run N kubelets on simulated runtimes, joined to a cluster: nodes for "
         "testing schedulers, controllers and operators. Pod behaviour comes from the pods' "
         "sim.kubelet-trio.io/<container> annotations (see kubelet_trio.sim.script).",
     )
     parser.add_argument("--kubeconfig", required=True, metavar="FILE", help="the cluster to join")
-    parser.add_argument("--nodes", required=True, type=_positive_int, metavar="N", help="how many nodes")
-    parser.add_argument("--name-prefix", default="sim-", help="node names are PREFIX0 .. PREFIX<N-1>")
+    parser.add_argument("--nodes", type=_positive_int, metavar="N", help="how many nodes (required)")
+    parser.add_argument("--node-count", dest="nodes", type=_positive_int, metavar="N", help="--nodes")
+    parser.add_argument(
+        "--node-offset",
+        type=_index,
+        default=0,
+        metavar="K",
+        help="run nodes K .. K+N-1 (default 0): names, addresses, pod CIDRs and ports derive from the index,"
+        " so commands with disjoint ranges (on several machines) join one cluster without clashes",
+    )
+    parser.add_argument(
+        "--processes",
+        type=_positive_int,
+        default=None,
+        metavar="P",
+        help="split the nodes over P worker processes under one supervisor (default: one per core);"
+        " a worker that exits is restarted and takes its nodes back",
+    )
+    parser.add_argument("--supervised", action="store_true", help=argparse.SUPPRESS)  # a worker
+    parser.add_argument("--name-prefix", default="sim-", help="node names are PREFIX<K> .. PREFIX<K+N-1>")
     parser.add_argument(
         "--max-pods", type=_positive_int, default=defaults.MAX_PODS, help="maxPods of every node"
     )
@@ -257,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--kube-api-qps",
         type=_qps,
         default=PROCESS_QPS,
-        help=f"API requests per second for the whole process, 0 for no limit (default {PROCESS_QPS:g})",
+        help=f"API requests per second for the whole command, 0 for no limit (default {PROCESS_QPS:g})",
     )
     parser.add_argument(
         "--kube-api-burst", type=_positive_int, default=PROCESS_BURST, help="burst of the shared rate limit"
@@ -266,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--event-qps",
         type=_qps,
         default=defaults.EVENT_RECORD_QPS,
-        help="events posted per second by the whole process, 0 for no limit (default"
+        help="events posted per second by the whole command, 0 for no limit (default"
         f" {defaults.EVENT_RECORD_QPS:g}: one Go kubelet's eventRecordQPS)",
     )
     parser.add_argument(
@@ -302,6 +359,7 @@ def settings_from(args: argparse.Namespace) -> SimNodesSettings:
         labels.update(group)
     return SimNodesSettings(
         nodes=args.nodes,
+        offset=args.node_offset,
         name_prefix=args.name_prefix,
         max_pods=args.max_pods,
         node_labels=labels,
@@ -419,18 +477,103 @@ async def open_shared_client(kubeconfig: str, *, qps: float, burst: int) -> Asyn
         yield client
 
 
-async def serve(args: argparse.Namespace) -> int:
-    settings = settings_from(args)
+def default_processes() -> int:
+    """One worker per core this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _share(total: float, part: int, whole: int) -> float:
+    return total * part / whole
+
+
+def worker_argv(args: argparse.Namespace, part: WorkerSlice) -> list[str]:
+    """The command line of the worker that runs ``part`` of ``args``' nodes: the same flags, its own
+    range, one process, and its share of the command's rate limits (in proportion to its nodes)."""
+    whole = args.nodes
+    labels = {k: v for group in args.node_labels for k, v in group.items()}
+    argv = [sys.executable, "-m", "kubelet_trio", "sim-nodes", "--supervised", "--processes", "1"]
+    argv += ["--kubeconfig", args.kubeconfig, "--name-prefix", args.name_prefix]
+    argv += ["--node-offset", str(part.offset), "--nodes", str(part.count)]
+    argv += ["--max-pods", str(args.max_pods), "--node-cpu", str(args.node_cpu)]
+    argv += ["--node-memory", str(args.node_memory)]
+    if labels:
+        argv += ["--node-labels", ",".join(f"{k}={v}" for k, v in labels.items())]
+    argv += ["--kube-api-qps", repr(_share(args.kube_api_qps, part.count, whole))]
+    argv += ["--kube-api-burst", str(max(1, round(_share(args.kube_api_burst, part.count, whole))))]
+    argv += ["--event-qps", repr(_share(args.event_qps, part.count, whole))]
+    argv += ["--event-burst", str(max(1, round(_share(args.event_burst, part.count, whole))))]
+    argv += ["--read-only-port-base", str(args.read_only_port_base), "--port-base", str(args.port_base)]
+    argv += ["--root-dir", args.root_dir, "--v", str(args.v)]
+    return argv
+
+
+async def _first_signal(signals: AsyncIterator[int]) -> None:
+    async for signum in signals:
+        logger.info("stopping", extra=kv(signal=signal.Signals(signum).name))
+        return
+
+
+async def _stdin_closed() -> None:
+    """A worker's orphan guard: its stdin is a pipe from the supervisor, closed when the supervisor ends."""
+    async with trio.lowlevel.FdStream(os.dup(sys.stdin.fileno())) as stdin:
+        while await stdin.receive_some():
+            pass
+    logger.info("stopping: the supervisor is gone")
+
+
+async def serve_in_process(args: argparse.Namespace, settings: SimNodesSettings) -> int:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with (
             open_shared_client(args.kubeconfig, qps=args.kube_api_qps, burst=args.kube_api_burst) as client,
             open_sim_nodes(client, settings) as nodes,
         ):
             print(f"{len(nodes)} nodes running", flush=True)  # for scripts: every node is up
-            async for signum in signals:
-                logger.info("stopping", extra=kv(signal=signal.Signals(signum).name))
-                break
+            stops: list[Callable[[], Awaitable[None]]] = [partial(_first_signal, signals)]
+            if args.supervised:
+                stops.append(_stdin_closed)
+            await trio_util.wait_any(*stops)
     return 0
+
+
+async def supervise(args: argparse.Namespace, settings: SimNodesSettings, processes: int) -> int:
+    """Run the nodes in worker processes (:mod:`~kubelet_trio.cmd.sim_nodes_supervisor`) until a signal."""
+    try:
+        load_kubeconfig(args.kubeconfig)  # a bad one is reported once, not by every worker
+    except KubeConfigError as err:
+        raise RuntimeError(f"--kubeconfig: {err}") from None
+    with contextlib.ExitStack() as files:
+        if not args.root_dir:  # one for all workers, so a restarted worker finds its nodes' files again
+            root = files.enter_context(tempfile.TemporaryDirectory(prefix="kubelet-trio-sim-"))
+            args = argparse.Namespace(**{**vars(args), "root_dir": root})
+        workers = [
+            Worker(part, worker_argv(args, part), description=part.describe(settings.name_prefix))
+            for part in split_nodes(settings.offset, settings.nodes, processes)
+        ]
+        await _run_supervised(workers, settings.nodes)
+    return 0
+
+
+async def _run_supervised(workers: list[Worker], nodes: int) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_cancel_on_signal, signals, nursery.cancel_scope)
+            logger.info("starting workers", extra=kv(workers=len(workers), nodes=nodes))
+            await nursery.start(run_workers, workers)
+            print(f"{nodes} nodes running", flush=True)  # for scripts: every node is up
+
+
+async def _cancel_on_signal(signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
+    await _first_signal(signals)
+    scope.cancel()
+
+
+async def serve(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    settings.check()
+    processes = min(args.processes or default_processes(), settings.nodes)
+    if processes > 1:
+        return await supervise(args, settings, processes)
+    return await serve_in_process(args, settings)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -439,8 +582,16 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(list(argv))
+    if args.nodes is None:
+        parser.error("the following arguments are required: --nodes (or --node-count)")
+    return args
+
+
 def main(argv: Sequence[str]) -> int:
-    args = build_parser().parse_args(list(argv))
+    args = parse_args(argv)
     configure_logging(args.v)
     try:
         return trio.run(serve, args)

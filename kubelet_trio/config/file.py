@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 import trio
 
+from kubelet_trio import defaults
 from kubelet_trio.api import ManifestError, Pod, parse_manifest
 from kubelet_trio.api.manifest import read_manifest_bytes
 from kubelet_trio.boundary import BoundaryErrors, contain
@@ -42,7 +43,7 @@ __all__ = ["FILE_CHECK_FREQUENCY", "FileScan", "FileSource", "FileState", "scan_
 logger = logging.getLogger(__name__)
 
 #: Upstream ``fileCheckFrequency``.
-FILE_CHECK_FREQUENCY = 20.0
+FILE_CHECK_FREQUENCY = defaults.FILE_CHECK_FREQUENCY
 
 
 @attrs.frozen

@@ -24,6 +24,7 @@ import attrs
 import trio
 import trio_util
 
+from kubelet_trio import defaults
 from kubelet_trio.api import ManifestError, Pod, parse_manifest
 from kubelet_trio.api.manifest import MAX_MANIFEST_BYTES, manifest_too_large
 from kubelet_trio.boundary import BoundaryErrors, contain
@@ -46,7 +47,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: Upstream ``httpCheckFrequency``.
-HTTP_CHECK_FREQUENCY = 20.0
+HTTP_CHECK_FREQUENCY = defaults.HTTP_CHECK_FREQUENCY
 #: Upstream's HTTP client timeout, applied as a Trio deadline around each fetch.
 HTTP_TIMEOUT = 10.0
 #: Repeats of one failure reason logged at WARNING before dropping to DEBUG (upstream: the first 3).

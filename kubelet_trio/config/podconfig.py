@@ -232,6 +232,12 @@ class PodConfig:
         self._in_send, self._in_recv = trio.open_memory_channel[SourceSet](SOURCE_BUFFER)
         self._out_send, self._out_recv = trio.open_memory_channel[PodUpdate](UPDATES_BUFFER)
 
+    def add_source(self, source: str) -> None:
+        """Configure one more source before :meth:`run` (the node builder adds API mode's ``api``); one
+        already configured stays as it is."""
+        if source not in self.sources:
+            self.sources = (*self.sources, source)
+
     def source_channel(self, source: str) -> trio.MemorySendChannel[SourceSet]:
         """A send channel for one source (the caller owns and closes it). Only SETs from the named
         source may be sent on it."""

@@ -9,11 +9,17 @@ Conventions:
 - Timeouts belong to the caller (``trio.fail_after``); ``timeout_seconds`` arguments are CRI fields
   (the stop grace period, the ExecSync limit), not client deadlines.
 - ``list_*`` methods return plain lists.
+
+What a runtime can do beyond the CRI it declares with :meth:`CapableRuntime.capabilities`
+(:class:`RuntimeCapabilities`); the node builder reads it once, through :func:`runtime_capabilities`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from typing import Protocol, runtime_checkable
+
+import attrs
 
 from kubelet_trio.cri.gen.runtime import v1 as pb
 
@@ -126,3 +132,28 @@ class ImageService(Protocol):
 @runtime_checkable
 class Runtime(RuntimeService, ImageService, Protocol):
     """Both services together: what the kubelet holds."""
+
+
+@attrs.frozen
+class RuntimeCapabilities:
+    """What a runtime offers the kubelet beyond the CRI (none, for a remote runtime).
+
+    ``simulated``: its containers use none of this machine's resources, so the node's eviction signals
+    are simulated ones without pressure rather than this machine's. ``change_token``: a value that stays
+    equal while no sandbox or container changed state; the PLEG skips listing the runtime while it does.
+    """
+
+    simulated: bool = False
+    change_token: Callable[[], Hashable] | None = None
+
+
+@runtime_checkable
+class CapableRuntime(Protocol):
+    """A runtime that declares capabilities (the simulated ones)."""
+
+    def capabilities(self) -> RuntimeCapabilities: ...
+
+
+def runtime_capabilities(runtime: object) -> RuntimeCapabilities:
+    """What ``runtime`` declares; a runtime that declares nothing (a CRI socket) has no capabilities."""
+    return runtime.capabilities() if isinstance(runtime, CapableRuntime) else RuntimeCapabilities()

@@ -15,8 +15,14 @@ ImageStatus when it was already present, which names the image's user), or raise
 Pull backoff is keyed ``<podUID>_<image>`` (10 s doubling to 300 s); ``backoff_until`` on the error is
 the Trio time it expires; during it the message is ``Back-off pulling image "X": <reason>: <message>``
 of the last failure (Go ≥ 1.32). Pulls are plain awaited CRI calls, so the caller's cancel scope cancels
-them (a pod deleted during a slow pull); a cancelled pull does not count as a failure. Pulls are
-serialised by default like the Go kubelet's ``serializeImagePulls=true``.
+them (a pod deleted during a slow pull); a cancelled pull does not count as a failure.
+
+Pullers (Go: ``images/puller.go``): pulls are serialised by default like the Go kubelet's
+``serializeImagePulls=true``; with it false they run in parallel, at most ``max_parallel_pulls`` at once
+(``maxParallelImagePulls``; None: no limit). A pull waiting for its turn is counted in the Pulled event's
+"including waiting". Once its turn comes, a pull takes a token of the ``registryPullQPS``/``registryBurst``
+bucket (Go's ``throttledImageService``); when there is none it fails at once with Go's
+``pull QPS exceeded`` (an ``ErrImagePull``, backed off like any failed pull).
 
 Credentials (Go: ``image_manager.go`` ``makeLookupPullCredentialsFunc``, ``kuberuntime_image.go``
 ``PullImage``): when a pull is due, the image's repository (``docker.io/library/busybox`` for
@@ -29,6 +35,7 @@ none is found is the image pulled anonymously.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -37,11 +44,13 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from kubelet_trio import defaults
 from kubelet_trio.api import default_image_pull_policy
 from kubelet_trio.clock import go_duration
 from kubelet_trio.credentialprovider import AuthConfig, PullSecretError, make_docker_keyring
 from kubelet_trio.cri import errors as cri_errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.flowcontrol import TokenBucket
 from kubelet_trio.kuberuntime.backoff import Backoff
 from kubelet_trio.logs import kobj, kv, vlevel
 
@@ -58,6 +67,7 @@ __all__ = [
     "ERR_INVALID_IMAGE_NAME",
     "ERR_REGISTRY_UNAVAILABLE",
     "ERR_SIGNATURE_VALIDATION_FAILED",
+    "PULL_QPS_EXCEEDED",
     "EnsuredImage",
     "EventSink",
     "ImageError",
@@ -78,6 +88,9 @@ ERR_INVALID_IMAGE_NAME = "InvalidImageName"
 ERR_IMAGE_INSPECT = "ImageInspectError"
 ERR_REGISTRY_UNAVAILABLE = "RegistryUnavailable"
 ERR_SIGNATURE_VALIDATION_FAILED = "SignatureValidationFailed"
+
+#: Go's ``errPullQPSExceeded``: no token of the registry pull rate limit was left.
+PULL_QPS_EXCEEDED = "pull QPS exceeded"
 
 IMAGE_BACKOFF_INITIAL = 10.0
 IMAGE_BACKOFF_MAX = 300.0
@@ -224,9 +237,15 @@ class EnsuredImage:
 
 
 class _PullFailed(Exception):
-    def __init__(self, errors: list[cri_errors.CriError]) -> None:
-        super().__init__(_aggregate(errors))
+    """The pull failed: the runtime's errors (one per credential tried), or none when the pull was not
+    attempted (``message`` says why)."""
+
+    def __init__(self, errors: list[cri_errors.CriError], message: str = "") -> None:
+        super().__init__(message or _aggregate(errors))
         self.errors = errors
+
+    def reason_and_message(self, image: str) -> tuple[str, str]:
+        return _pull_error(image, self.errors) if self.errors else (ERR_IMAGE_PULL, str(self))
 
 
 @attrs.frozen
@@ -239,20 +258,39 @@ class _Pulled:
 
 @attrs.define(eq=False)
 class ImageManager:
-    """Pull policy, credentials, backoff and serialisation of image pulls.
+    """Pull policy, credentials, backoff, concurrency and rate of image pulls.
 
     ``keyring`` holds the node's credentials (its docker config file and credential provider plugins:
     :func:`kubelet_trio.credentialprovider.node_keyring`); None means the pod's pull secrets only.
+    ``serialize_pulls`` / ``max_parallel_pulls``: one pull at a time, or at most that many (None: no
+    limit). ``pull_qps`` / ``pull_burst``: pulls started per second and their burst (``pull_qps`` 0: no
+    limit; ``pull_burst`` below 1 with a limit refuses every pull, as Go's limiter does).
     """
 
     runtime: ImageService
     backoff: Backoff = attrs.Factory(lambda: Backoff(IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX))
     events: EventSink | None = None
-    serialize_pulls: bool = True
+    serialize_pulls: bool = defaults.SERIALIZE_IMAGE_PULLS
     keyring: DockerKeyring | None = None
-    _pull_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+    max_parallel_pulls: int | None = None
+    pull_qps: float = 0.0
+    pull_burst: int = defaults.REGISTRY_BURST
+    _pull_slots: trio.CapacityLimiter | None = attrs.field(init=False)
+    _pull_tokens: TokenBucket | None = attrs.field(init=False)
     # the last pull failure per backoff key, "<reason>: <message>", repeated while backing off
     _last_failure: dict[str, str] = attrs.field(factory=dict, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        slots = 1 if self.serialize_pulls else self.max_parallel_pulls
+        self._pull_slots = trio.CapacityLimiter(slots) if slots is not None and slots >= 1 else None
+        limited = self.pull_qps > 0 and self.pull_burst >= 1
+        self._pull_tokens = TokenBucket(self.pull_qps, self.pull_burst) if limited else None
+
+    def _may_pull(self) -> bool:
+        """Go's ``throttledImageService``: a token now, or the pull fails."""
+        if self.pull_qps <= 0:
+            return True
+        return self._pull_tokens is not None and self._pull_tokens.try_acquire()
 
     def _event(self, pod: Pod, type_: str, reason: str, message: str) -> None:
         if self.events is not None:
@@ -294,7 +332,10 @@ class ImageManager:
     async def _puller(
         self, spec: pb.ImageSpec, credentials: list[AuthConfig], sandbox_config: pb.PodSandboxConfig | None
     ) -> _Pulled:
-        """One pull as Go's image puller runs it: the pull, then the image's size (best effort)."""
+        """One pull as Go's image puller runs it, once its turn came: the rate limit, the pull, then the
+        image's size (best effort)."""
+        if not self._may_pull():
+            raise _PullFailed([], PULL_QPS_EXCEEDED)
         started_at = trio.current_time()
         ref = await self._pull_with(spec, credentials, sandbox_config)
         status = None
@@ -375,18 +416,17 @@ class ImageManager:
             logger.info("pulling image without credentials", extra=kv(**ctx))
         queued_at = trio.current_time()
         try:
-            if self.serialize_pulls:
-                async with self._pull_lock:
-                    pulled = await self._puller(spec, credentials, sandbox_config)
-            else:
+            async with self._pull_slots or contextlib.nullcontext():
                 pulled = await self._puller(spec, credentials, sandbox_config)
         except _PullFailed as failed:
             logger.warning("image pull failed", extra=kv(**ctx, err=str(failed)))
             self._event(pod, "Warning", "Failed", f'Failed to pull image "{user_image}": {failed}')
             self.backoff.next(key, trio.current_time())
-            reason, msg = _pull_error(user_image, failed.errors)
+            reason, msg = failed.reason_and_message(user_image)
             self._last_failure[key] = f"{reason}: {msg}"
-            raise ImageError(reason, msg, self.backoff.expiry(key)) from failed.errors[-1]
+            raise ImageError(reason, msg, self.backoff.expiry(key)) from (
+                failed.errors[-1] if failed.errors else None
+            )
         waited = trio.current_time() - queued_at
         self._event(
             pod,

@@ -236,7 +236,11 @@ class KubeRuntimeManager:
             prober stops exec'ing into a container the status does not show stopped yet.
         hooks: lifecycle hook runner (postStart / preStop); None runs no hooks.
         run_options: what the kubelet adds to containers (env, mounts); the default passes plain envs.
-        serialize_image_pulls: one pull at a time, like the Go kubelet's default.
+        serialize_image_pulls: one pull at a time, like the Go kubelet's default (``serializeImagePulls``).
+        max_parallel_image_pulls: with ``serialize_image_pulls`` false, the most pulls at once (None: no
+            limit; ``maxParallelImagePulls``).
+        registry_pull_qps, registry_burst: pulls started per second and their burst (``registryPullQPS``,
+            ``registryBurst``); a pull over the limit fails with Go's "pull QPS exceeded". 0: no limit.
         dns_config: the sandbox's DNS settings (servers, searches, options) per pod; None leaves them to
             the runtime's defaults.
         runtime_classes: resolves ``spec.runtimeClassName`` to the handler RunPodSandbox is given; None
@@ -258,11 +262,16 @@ class KubeRuntimeManager:
     on_container_stopped: Callable[[str, str], None] | None = attrs.field(default=None, kw_only=True)
     hooks: HookRunner | None = attrs.field(default=None, kw_only=True)
     run_options: RunOptionsProvider = attrs.field(default=plain_run_options, kw_only=True)
-    serialize_image_pulls: bool = attrs.field(default=True, kw_only=True)
+    serialize_image_pulls: bool = attrs.field(default=defaults.SERIALIZE_IMAGE_PULLS, kw_only=True)
+    max_parallel_image_pulls: int | None = attrs.field(default=None, kw_only=True)
+    registry_pull_qps: float = attrs.field(default=0.0, kw_only=True)
+    registry_burst: int = attrs.field(default=defaults.REGISTRY_BURST, kw_only=True)
     run_sync: RunSync = attrs.field(default=run_in_thread, kw_only=True)
     dns_config: DnsConfigProvider | None = attrs.field(default=None, kw_only=True)
     runtime_classes: RuntimeHandlerResolver | None = attrs.field(default=None, kw_only=True)
     keyring: DockerKeyring | None = attrs.field(default=None, kw_only=True)
+    # the pod cgroup each sandbox runs under (the container manager's; None: the runtime's default)
+    pod_cgroup_parent: Callable[[Pod], str] | None = attrs.field(default=None, kw_only=True)
 
     crash_backoff: Backoff = attrs.field(
         init=False, factory=lambda: Backoff(CONTAINER_BACKOFF_INITIAL, CONTAINER_BACKOFF_MAX)
@@ -278,6 +287,9 @@ class KubeRuntimeManager:
             Backoff(IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX),
             events=self.events,
             serialize_pulls=self.serialize_image_pulls,
+            max_parallel_pulls=self.max_parallel_image_pulls,
+            pull_qps=self.registry_pull_qps,
+            pull_burst=self.registry_burst,
             keyring=self.keyring,
         )
         self.lifecycle = ContainerLifecycle(
@@ -548,6 +560,7 @@ class KubeRuntimeManager:
             actions.attempt,
             node_name=self.node_name,
             pod_logs_dir=self.pod_logs_dir,
+            cgroup_parent=self._cgroup_parent(pod),
         )
 
         async def start(container: Container) -> SyncStep:
@@ -581,6 +594,7 @@ class KubeRuntimeManager:
             attempt,
             node_name=self.node_name,
             pod_logs_dir=self.pod_logs_dir,
+            cgroup_parent=self._cgroup_parent(pod),
         )
         if self.dns_config is not None:
             config.dns_config = await self.dns_config(pod)
@@ -589,6 +603,9 @@ class KubeRuntimeManager:
         sandbox_id = await self._runtime.run_pod_sandbox(config, handler)
         logger.info("created sandbox", extra=kv(**_ctx(pod), sandbox=sandbox_id, attempt=attempt))
         return sandbox_id
+
+    def _cgroup_parent(self, pod: Pod) -> str:
+        return self.pod_cgroup_parent(pod) if self.pod_cgroup_parent is not None else ""
 
     async def _runtime_handler(self, pod: Pod) -> str:
         """The handler of the pod's RuntimeClass (Go: ``LookupRuntimeHandler`` in ``createPodSandbox``)."""

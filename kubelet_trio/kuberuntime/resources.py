@@ -10,6 +10,14 @@ import logging
 from collections.abc import Mapping
 
 from kubelet_trio.api import Container, Pod, Quantity
+from kubelet_trio.cm.helpers import (
+    MAX_SHARES,
+    MIN_QUOTA_PERIOD,
+    MIN_SHARES,
+    QUOTA_PERIOD,
+    milli_cpu_to_quota,
+    milli_cpu_to_shares,
+)
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.status.qos import BEST_EFFORT, GUARANTEED, pod_qos
 
@@ -28,31 +36,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MIN_SHARES = 2
-MAX_SHARES = 262144
-SHARES_PER_CPU = 1024
-MILLI_CPU_TO_CPU = 1000
-QUOTA_PERIOD = 100_000  # microseconds (100 ms)
-MIN_QUOTA_PERIOD = 1_000  # microseconds (1 ms)
 GUARANTEED_OOM_SCORE_ADJ = -997
 BESTEFFORT_OOM_SCORE_ADJ = 1000
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 NODE_CRITICAL_PRIORITY_CLASS = "system-node-critical"
-
-
-def milli_cpu_to_shares(milli_cpu: int) -> int:
-    """CFS shares: 1024 per CPU, at least 2 (the kernel's minimum, also for "no request")."""
-    if milli_cpu == 0:
-        return MIN_SHARES
-    shares = (milli_cpu * SHARES_PER_CPU) // MILLI_CPU_TO_CPU
-    return max(MIN_SHARES, min(shares, MAX_SHARES))
-
-
-def milli_cpu_to_quota(milli_cpu: int, period: int = QUOTA_PERIOD) -> int:
-    """CFS quota (µs per ``period``) for a CPU limit; 0 = no limit; at least 1 ms."""
-    if milli_cpu == 0:
-        return 0
-    return max((milli_cpu * period) // MILLI_CPU_TO_CPU, MIN_QUOTA_PERIOD)
 
 
 def _quantity(resources: Mapping[str, Quantity] | None, name: str) -> Quantity | None:

@@ -103,8 +103,12 @@ def generate_pod_sandbox_config(
     *,
     node_name: str,
     pod_logs_dir: str,
+    cgroup_parent: str = "",
 ) -> pb.PodSandboxConfig:
     """The CRI ``PodSandboxConfig`` for ``attempt`` of ``pod``.
+
+    ``cgroup_parent`` is the pod cgroup the container manager made (its literal path under the cgroup
+    driver); "" leaves the pod in the runtime's default cgroup.
 
     A host-network pod gets no hostname: it shares the node's UTS namespace, where a runtime cannot set
     one (runc: "unable to set hostname without a private UTS namespace"). DNS config is added by the
@@ -119,7 +123,7 @@ def generate_pod_sandbox_config(
         labels=pod_labels(pod, node_name),
         annotations=pod_annotations(pod),
         linux=pb.LinuxPodSandboxConfig(
-            cgroup_parent="",
+            cgroup_parent=cgroup_parent,
             security_context=pb.LinuxSandboxSecurityContext(
                 namespace_options=namespaces_for_pod(pod),
                 privileged=_has_privileged_container(pod),

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+from kubelet_trio import defaults
 from kubelet_trio.api import Pod, PodDNSConfig
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.fsio import RunSync, run_in_thread
@@ -97,7 +98,7 @@ class DnsConfigurer:
 
     cluster_dns: Sequence[str] = ()
     cluster_domain: str = ""
-    resolv_conf: str = "/etc/resolv.conf"
+    resolv_conf: str = defaults.RESOLV_CONF
     node_ips: Sequence[str] = ()
     events: PodEvent | None = None
     run_sync: RunSync = run_in_thread

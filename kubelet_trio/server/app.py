@@ -39,18 +39,14 @@ __all__ = ["healthz_app", "kubelet_api_app", "read_only_app"]
 
 def metrics_handler(kubelet: HostInterface) -> Handler:
     async def handle(request: Request) -> Response:
-        kubelet.metrics.update_running(kubelet.cache)
-        kubelet.metrics.note_statuses(
-            kubelet.status_manager, kubelet.clock.now()
-        )  # catch up with the watcher
-        return Response(200, kubelet.metrics.render(), CONTENT_TYPE)
+        return Response(200, kubelet.render_metrics(), CONTENT_TYPE)
 
     return handle
 
 
 def probe_metrics_handler(kubelet: HostInterface) -> Handler:
     async def handle(request: Request) -> Response:
-        return Response(200, kubelet.metrics.render_probes(), CONTENT_TYPE)
+        return Response(200, kubelet.render_probe_metrics(), CONTENT_TYPE)
 
     return handle
 
@@ -97,8 +93,8 @@ def kubelet_api_app(
     attach, port-forward and run, whose streams go through ``proxy``."""
     if proxy is None:
         proxy = StreamProxy(
-            idle_timeout=kubelet.config.streaming_connection_idle_timeout,
-            boundary_errors=kubelet.metrics.boundary_errors,
+            idle_timeout=kubelet.kubelet_config().streaming_connection_idle_timeout,
+            boundary_errors=kubelet.boundary_errors(),
         )
     return App(
         [

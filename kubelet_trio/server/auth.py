@@ -32,6 +32,7 @@ import trio
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
+from kubelet_trio import defaults
 from kubelet_trio.httpserver.asgi import TEXT, Receive, Scope, Send
 from kubelet_trio.logs import kv
 
@@ -101,9 +102,10 @@ class AuthConfig:
     anonymous: bool = False  # authentication.anonymous.enabled
     webhook: bool = False  # authentication.webhook.enabled
     authorization_mode: str = ALWAYS_ALLOW  # authorization.mode: AlwaysAllow or Webhook
-    token_cache_ttl: float = 120.0  # authentication.webhook.cacheTTL
-    authorized_ttl: float = 300.0  # authorization.webhook.cacheAuthorizedTTL
-    unauthorized_ttl: float = 30.0  # authorization.webhook.cacheUnauthorizedTTL
+    # authentication.webhook.cacheTTL, authorization.webhook.cacheAuthorizedTTL / cacheUnauthorizedTTL
+    token_cache_ttl: float = defaults.AUTHENTICATION_WEBHOOK_CACHE_TTL
+    authorized_ttl: float = defaults.AUTHORIZATION_WEBHOOK_CACHE_AUTHORIZED_TTL
+    unauthorized_ttl: float = defaults.AUTHORIZATION_WEBHOOK_CACHE_UNAUTHORIZED_TTL
 
 
 K = TypeVar("K", bound=Hashable)

@@ -97,9 +97,9 @@ def parse_log_options(request: Request, now_wall_ns: int) -> LogOptions:
 
 
 def _find_pod(kubelet: HostInterface, namespace: str, name: str) -> Pod:
-    for pod in kubelet.pod_manager.pods():
-        if pod.namespace == namespace and pod.name == name:
-            return pod
+    pod = kubelet.pod_by_name(namespace, name)
+    if pod is not None:
+        return pod
     raise HttpError(404, f"pod {name!r} does not exist".replace("'", '"'))
 
 
@@ -107,7 +107,7 @@ def _instance(kubelet: HostInterface, pod: Pod, container: str, previous: bool) 
     names = {c.name for c in pod.spec.all_containers()} if pod.spec else set()
     if container not in names:
         raise HttpError(404, f'container "{container}" not found in pod "{pod.name}"')
-    instances = kubelet.cache.get(pod.uid).instances(container)  # newest first
+    instances = kubelet.container_instances(pod.uid, container)  # newest first
     index = 1 if previous else 0
     if len(instances) <= index:
         if previous:
@@ -117,7 +117,7 @@ def _instance(kubelet: HostInterface, pod: Pod, container: str, previous: bool) 
 
 
 def _still_running(kubelet: HostInterface, uid: str, container_id: str) -> bool:
-    for instance in kubelet.cache.get(uid).container_statuses:
+    for instance in kubelet.container_instances(uid):
         if instance.id == container_id:
             return instance.state is ContainerState.RUNNING
     return False
@@ -154,13 +154,12 @@ def container_logs_handler(kubelet: HostInterface) -> Handler:
         namespace, name, container = (request.params[k] for k in ("namespace", "pod", "container"))
         pod = _find_pod(kubelet, namespace, name)
         previous = request.flag("previous")
-        options = parse_log_options(request, kubelet.clock.wall_ns())
+        options = parse_log_options(request, kubelet.wall_ns())
         instance = _instance(kubelet, pod, container, previous)
         try:
-            response = await kubelet.runtime.container_status(instance.id)
+            path = await kubelet.container_log_path(instance.id)
         except cri_errors.NotFoundError:
             raise HttpError(400, f'container "{container}" in pod "{pod.name}" is not available') from None
-        path = response.status.log_path if response.status else ""
         if not path:
             raise HttpError(400, f'container "{container}" in pod "{pod.name}" has no log file')
         if in_flight.get(instance.id, 0) >= MAX_REQUESTS_PER_CONTAINER:
@@ -189,7 +188,7 @@ def container_logs_handler(kubelet: HostInterface) -> Handler:
 async def _drain(kubelet: HostInterface, reader: LogReader, write: Write) -> None:
     """Write what the files hold now, one bounded chunk at a time."""
     while True:
-        await write(await kubelet.run_sync(reader.read))
+        await write(await kubelet.run_blocking(reader.read))
         if reader.at_end or reader.done:
             return
 
@@ -205,7 +204,7 @@ async def _serve(
     write: Write,
 ) -> None:
     try:
-        reader = await kubelet.run_sync(functools.partial(LogReader.open, path, options, follow=follow))
+        reader = await kubelet.run_blocking(functools.partial(LogReader.open, path, options, follow=follow))
     except OSError as err:
         logger.warning(
             "cannot read container log",
@@ -220,7 +219,7 @@ async def _serve(
         if follow:
             await _follow(kubelet, pod, container, container_id, path, reader, write)
         else:
-            await write(await kubelet.run_sync(reader.finish))
+            await write(await kubelet.run_blocking(reader.finish))
     finally:
         reader.close()
 
@@ -246,15 +245,15 @@ async def _follow(
             await _drain(kubelet, reader, write)
             if reader.done:
                 return
-            if await kubelet.run_sync(reader.follow_rotation):
+            if await kubelet.run_blocking(reader.follow_rotation):
                 continue  # the rest of the rotated file, then the new one
             if not running:
-                await write(await kubelet.run_sync(reader.finish))
+                await write(await kubelet.run_blocking(reader.finish))
                 return
             waits: list[Callable[[], Awaitable[object]]] = [
                 functools.partial(trio.sleep, recheck),
                 functools.partial(
-                    kubelet.status_manager.wait_for, pod.uid, _exited_in_status(container, container_id)
+                    kubelet.wait_for_status, pod.uid, _exited_in_status(container, container_id)
                 ),
             ]
             if inotify is not None:

@@ -8,21 +8,21 @@ API server's: ``command`` (repeated), ``input``/``output``/``error``/``tty`` (``
 WebSocket port-forward, ``ports``. ``/run`` runs ``cmd`` (space-separated) with ``ExecSync`` and answers
 its combined output.
 
-The container is the running instance of the named container in the pod cache; attach uses the TTY
-setting of the container's spec, since a running process's terminal cannot change.
+The kubelet finds the running instance of the named container (in the pod cache) and asks the runtime
+(:class:`~kubelet_trio.server.host.HostInterface` ``exec_url`` and the like); attach uses the TTY setting of
+the container's spec, since a running process's terminal cannot change.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
-from kubelet_trio.container.types import ContainerState
 from kubelet_trio.cri import errors as cri_errors
-from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.httpserver.asgi import HttpError, Request, Response, Route
 from kubelet_trio.server.proxy import StreamProxy
 
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["exec_routes", "stream_options"]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _CRI_STATUS = {
     "NOT_FOUND": 404,
@@ -86,31 +88,21 @@ def _port_forward_ports(request: Request) -> list[int]:
 
 
 def _find_pod(kubelet: HostInterface, request: Request) -> Pod:
-    namespace, name = request.params["namespace"], request.params["pod"]
-    for pod in kubelet.pod_manager.pods():
-        if pod.namespace == namespace and pod.name == name:
-            return pod
-    raise HttpError(404, "pod does not exist")
+    pod = kubelet.pod_by_name(request.params["namespace"], request.params["pod"])
+    if pod is None:
+        raise HttpError(404, "pod does not exist")
+    return pod
 
 
-def _running_container(kubelet: HostInterface, pod: Pod, name: str) -> str:
-    """The running instance's id (500 "container not found" otherwise, as from the Go kubelet)."""
-    for status in kubelet.cache.get(pod.uid).instances(name):
-        if status.state is ContainerState.RUNNING:
-            return status.id
-    raise HttpError(500, f'container not found ("{name}")')
-
-
-def _sandbox(kubelet: HostInterface, pod: Pod) -> str:
-    sandboxes = kubelet.cache.get(pod.uid).sandbox_statuses
-    ready = [s for s in sandboxes if s.ready]
-    if not (ready or sandboxes):
-        raise HttpError(500, f'failed to find sandbox for pod "{pod.name}"')
-    return (ready or list(sandboxes))[0].id
-
-
-def _cri_error(err: cri_errors.CriError) -> HttpError:
-    return HttpError(_CRI_STATUS.get(err.code, 500), err.message)
+async def _ask(call: Awaitable[T]) -> T:
+    """The kubelet's answer; a container or sandbox it cannot find is a 500 (as from the Go kubelet), a
+    runtime error the status of its code."""
+    try:
+        return await call
+    except LookupError as err:
+        raise HttpError(500, str(err)) from None
+    except cri_errors.CriError as err:
+        raise HttpError(_CRI_STATUS.get(err.code, 500), err.message) from None
 
 
 def _upgrade(proxy: StreamProxy, url: str, request: Request) -> Response:
@@ -138,58 +130,34 @@ def exec_routes(kubelet: HostInterface, proxy: StreamProxy) -> list[Route]:
             raise HttpError(400, "command is required")
         pod = _find_pod(kubelet, request)
         _require_upgrade(proxy, request)
-        container_id = _running_container(kubelet, pod, request.params["container"])
-        exec_request = pb.ExecRequest(
-            container_id=container_id, cmd=command, tty=tty, stdin=stdin, stdout=stdout, stderr=stderr
+        container = request.params["container"]
+        url = await _ask(
+            kubelet.exec_url(pod, container, command, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty)
         )
-        try:
-            url = await kubelet.runtime.exec(exec_request)
-        except cri_errors.CriError as err:
-            raise _cri_error(err) from None
         return _upgrade(proxy, url, request)
 
     async def handle_attach(request: Request) -> Response:
         stdin, stdout, stderr, _ = stream_options(request)
         pod = _find_pod(kubelet, request)
         _require_upgrade(proxy, request)
-        name = request.params["container"]
-        spec = next((c for c in pod.spec.all_containers() if c.name == name), None) if pod.spec else None
-        if spec is None:
-            raise HttpError(500, f'container not found ("{name}")')
-        tty = bool(spec.tty)
-        container_id = _running_container(kubelet, pod, name)
-        attach = pb.AttachRequest(
-            container_id=container_id, stdin=stdin, tty=tty, stdout=stdout, stderr=stderr and not tty
-        )
-        try:
-            url = await kubelet.runtime.attach(attach)
-        except cri_errors.CriError as err:
-            raise _cri_error(err) from None
+        container = request.params["container"]
+        url = await _ask(kubelet.attach_url(pod, container, stdin=stdin, stdout=stdout, stderr=stderr))
         return _upgrade(proxy, url, request)
 
     async def handle_port_forward(request: Request) -> Response:
         ports = _port_forward_ports(request)
         pod = _find_pod(kubelet, request)
         _require_upgrade(proxy, request)
-        forward = pb.PortForwardRequest(pod_sandbox_id=_sandbox(kubelet, pod), port=ports)
-        try:
-            url = await kubelet.runtime.port_forward(forward)
-        except cri_errors.CriError as err:
-            raise _cri_error(err) from None
+        url = await _ask(kubelet.port_forward_url(pod, ports))
         return _upgrade(proxy, url, request)
 
     async def handle_run(request: Request) -> Response:
         pod = _find_pod(kubelet, request)
         command = (request.arg("cmd") or "").split(" ")
-        container_id = _running_container(kubelet, pod, request.params["container"])
-        try:
-            answer = await kubelet.runtime.exec_sync(container_id, command, 0)
-        except cri_errors.CriError as err:
-            raise _cri_error(err) from None
-        output = bytes(answer.stdout) + bytes(answer.stderr)
-        if answer.exit_code != 0:
+        exit_code, output = await _ask(kubelet.run_in_container(pod, request.params["container"], command))
+        if exit_code != 0:
             quoted = " ".join(command)
-            message = f"command '{quoted}' exited with {answer.exit_code}: {output.decode(errors='replace')}"
+            message = f"command '{quoted}' exited with {exit_code}: {output.decode(errors='replace')}"
             raise HttpError(500, message)
         return Response(200, output, _sniffed_type(output))
 

@@ -38,19 +38,19 @@ def _ping(kubelet: HostInterface) -> str | None:
 
 
 def _syncloop(kubelet: HostInterface) -> str | None:
-    threshold = max(2 * kubelet.config.sync_frequency, SYNC_LOOP_MIN_THRESHOLD)
-    if trio.current_time() - kubelet.sync_loop_last_iteration > threshold:
+    threshold = max(2 * kubelet.resync_interval(), SYNC_LOOP_MIN_THRESHOLD)
+    if trio.current_time() - kubelet.latest_loop_entry_time() > threshold:
         return "sync Loop took longer than expected"
     return None
 
 
 def _pleg(kubelet: HostInterface) -> str | None:
-    healthy, message = kubelet.pleg.healthy()
+    healthy, message = kubelet.pleg_health()
     return None if healthy else message
 
 
 def _runtime(kubelet: HostInterface) -> str | None:
-    return kubelet.runtime_error
+    return kubelet.runtime_health()
 
 
 CHECKS: dict[str, Check] = {"ping": _ping, "syncloop": _syncloop, "pleg": _pleg, "runtime": _runtime}

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from kubelet_trio.httpserver.asgi import Handler, Request, Response
 
 if TYPE_CHECKING:
@@ -25,19 +23,13 @@ def _list(items: list[dict[str, Any]]) -> dict[str, Any]:
 
 def pod_list(kubelet: HostInterface) -> dict[str, Any]:
     """Every desired pod (its latest spec), with the status the kubelet currently reports for it."""
-    items = []
-    for pod in kubelet.pod_manager.pods():
-        status = kubelet.status_manager.get(pod.uid)
-        if status is not None:
-            pod = attrs.evolve(pod, status=status)
-        items.append({"kind": "Pod", "apiVersion": "v1", **pod.to_dict()})
-    return _list(items)
+    return _list([{"kind": "Pod", "apiVersion": "v1", **pod.to_dict()} for pod in kubelet.pods()])
 
 
 async def running_pods(kubelet: HostInterface) -> dict[str, Any]:
     items = []
-    for runtime_pod in await kubelet.kube_runtime.get_pods(all=False):
-        cached = {c.id: c for c in kubelet.cache.get(runtime_pod.uid).container_statuses}
+    for runtime_pod in await kubelet.running_pods():
+        cached = {c.id: c for c in kubelet.container_instances(runtime_pod.uid)}
         containers = [
             {"name": c.name, "image": cached[c.id].image if c.id in cached else ""}
             for c in runtime_pod.containers

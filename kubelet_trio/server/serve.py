@@ -157,16 +157,16 @@ async def _serve_kubelet_api(
     from kubelet_trio.server.auth import AuthConfig, AuthenticatedApp, KubeletAuth, webhook_client_error
     from kubelet_trio.server.tls import serving_pair
 
-    config = kubelet.config
+    config = kubelet.kubelet_config()
     missing = webhook_client_error(config.authentication_token_webhook, config.authorization_mode)
-    if missing is not None and kubelet.api_client is None:
+    if missing is not None and kubelet.auth_client() is None:
         raise RuntimeError(f"failed to run Kubelet: {missing}")
     for suite in tls_cipher_suites(config.tls_cipher_suites):
         if suite.insecure:
             logger.info("Use of insecure cipher detected.", extra=kv(cipher=suite.name))
     if config.tls_min_version == "VersionTLS13" and config.tls_cipher_suites:
         logger.info("Warning: TLS 1.3 cipher suites are not configurable, ignoring --tls-cipher-suites")
-    cert_file, key_file = await kubelet.run_sync(
+    cert_file, key_file = await kubelet.run_blocking(
         serving_pair,
         config.tls_cert_file,
         config.tls_private_key_file,
@@ -174,7 +174,7 @@ async def _serve_kubelet_api(
         config.node_name,
         config.node_ips,
     )
-    context = await kubelet.run_sync(
+    context = await kubelet.run_blocking(
         kubelet_api_ssl_context,
         cert_file,
         key_file,
@@ -192,28 +192,29 @@ async def _serve_kubelet_api(
             authorized_ttl=config.authorized_cache_ttl,
             unauthorized_ttl=config.unauthorized_cache_ttl,
         ),
-        client=lambda: kubelet.api_client,
+        client=kubelet.auth_client,
     )
     peer_certs: dict[tuple[str, int], bytes] = {}
     app = AuthenticatedApp(kubelet_api_app(kubelet, configz=configz), auth, peer_certs)
     async with trio.open_nursery() as nursery:
         if config.tls_cert_file:  # a renewed pair (by hand or by --rotate-server-certificates) is served
             await nursery.start(
-                partial(reload_certificate_files, context, cert_file, key_file, run_sync=kubelet.run_sync)
+                partial(reload_certificate_files, context, cert_file, key_file, run_sync=kubelet.run_blocking)
             )
-        serve = partial(serve_tls_app, errors=kubelet.metrics.boundary_errors)
+        serve = partial(serve_tls_app, errors=kubelet.boundary_errors())
         url = await nursery.start(serve, app, config.address, config.port, context, peer_certs)
         logger.info("kubelet API listening", extra=kv(url=url))
         task_status.started(url)
 
 
 async def _serve_healthz(kubelet: HostInterface, *, task_status: trio.TaskStatus[str | None]) -> None:
-    host, port = kubelet.config.healthz_bind_address, kubelet.config.healthz_port
+    config = kubelet.kubelet_config()
+    host, port = config.healthz_bind_address, config.healthz_port
     reported = False
     while True:
         try:
             async with trio.open_nursery() as nursery:
-                serve = partial(serve_app, errors=kubelet.metrics.boundary_errors)
+                serve = partial(serve_app, errors=kubelet.boundary_errors())
                 url = await nursery.start(serve, healthz_app(kubelet), host, port)
                 logger.info("healthz server listening", extra=kv(url=url))
                 if not reported:
@@ -239,21 +240,22 @@ async def serve_kubelet_http(
     """Run the enabled servers until cancelled; reports ``{"healthz": url, "readonly": url, "api": url}``.
     ``configz`` is what the Kubelet API's ``/configz`` answers."""
     urls: dict[str, str] = {}
+    config = kubelet.kubelet_config()
     async with trio.open_nursery() as nursery:
-        if kubelet.config.healthz_port:
+        if config.healthz_port:
             url = await nursery.start(_serve_healthz, kubelet)
             if url:
                 urls["healthz"] = url
-        if kubelet.config.read_only_port:
+        if config.read_only_port:
             from kubelet_trio.server.app import read_only_app
 
             urls["readonly"] = await nursery.start(
-                partial(serve_app, errors=kubelet.metrics.boundary_errors),
+                partial(serve_app, errors=kubelet.boundary_errors()),
                 read_only_app(kubelet),
-                kubelet.config.address,
-                kubelet.config.read_only_port,
+                config.address,
+                config.read_only_port,
             )
             logger.info("read-only server listening", extra=kv(url=urls["readonly"]))
-        if kubelet.config.port:
+        if config.port:
             urls["api"] = await nursery.start(_serve_kubelet_api, kubelet, configz)
         task_status.started(urls)

@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 def stats_summary_handler(kubelet: HostInterface) -> Handler:
     async def handle(request: Request) -> Response:
         only = request.flag("only_cpu_and_memory")
-        summary = await kubelet.stats_provider.summary(cpu_and_memory_only=only)
+        summary = await kubelet.stats_summary(cpu_and_memory_only=only)
         return Response.json(summary_json(summary))
 
     return handle
@@ -41,7 +41,7 @@ def resource_metrics_handler(kubelet: HostInterface) -> Handler:
     async def handle(request: Request) -> Response:
         summary: Summary | None = None
         try:
-            summary = await kubelet.stats_provider.summary(cpu_and_memory_only=True)
+            summary = await kubelet.stats_summary(cpu_and_memory_only=True)
         except (cri_errors.CriError, OSError) as err:
             logger.error("error getting summary for resource metrics", extra=kv(err=err))
         return Response(200, render_registry(resource_metrics_registry(summary)), CONTENT_TYPE)
@@ -51,9 +51,9 @@ def resource_metrics_handler(kubelet: HostInterface) -> Handler:
 
 def cadvisor_metrics_handler(kubelet: HostInterface) -> Handler:
     async def handle(request: Request) -> Response:
-        from kubelet_trio.stats.cadvisor import cadvisor_registry, cadvisor_snapshot
+        from kubelet_trio.stats.cadvisor import cadvisor_registry
 
-        snapshot = await cadvisor_snapshot(kubelet.runtime, kubelet.config.node_name, kubelet.run_sync)
+        snapshot = await kubelet.cadvisor_snapshot()
         return Response(200, render_registry(cadvisor_registry(snapshot)), CONTENT_TYPE)
 
     return handle

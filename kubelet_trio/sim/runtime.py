@@ -68,7 +68,7 @@ from kubelet_trio.api.timefmt import rfc3339_nano
 from kubelet_trio.clock import WallClock, go_duration
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
-from kubelet_trio.cri.runtime import CRI_API_VERSION
+from kubelet_trio.cri.runtime import CRI_API_VERSION, RuntimeCapabilities
 from kubelet_trio.cri.streaming.server import StreamingServer
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.logs import kobj, kv
@@ -317,7 +317,18 @@ class SimRuntime:
         assert self.clock is not None
         return self.clock.wall_ns()
 
+    def capabilities(self) -> RuntimeCapabilities:
+        """Simulated containers use no real resources: the node's eviction signals are simulated too."""
+        return RuntimeCapabilities(simulated=True)
+
     # --- harness extras -------------------------------------------------------------------------
+
+    def sandbox_cgroup_parent(self, sandbox_id: str) -> str:
+        """The cgroup parent the sandbox was run under (``linux.cgroup_parent`` of its config; "": the
+        runtime's default), as a real runtime would place its processes."""
+        sandbox = _get(self._sandboxes, sandbox_id, "sandbox_cgroup_parent", f"sandbox {sandbox_id!r}")
+        linux = sandbox.config.linux
+        return linux.cgroup_parent if linux is not None else ""
 
     def kill_sandbox_process(self, sandbox_id: str) -> None:
         """Simulate the sandbox's pause process dying: the sandbox turns NOTREADY and its running

@@ -4,8 +4,9 @@ A node's PLEG lists every pod and container each second. On a simulated runtime 
 the kubelet calls it (create, start, stop, remove ...), a test crashes a container, or a scripted
 ``exit K after D`` comes due; :class:`ChangeTrackingSimRuntime` counts the first two and keeps the due
 times of the third, and its :meth:`~ChangeTrackingSimRuntime.change_token` changes whenever any of them
-happened. The PLEG (``GenericPLEG.change_token``) skips the listing while the token is the one of its
-last listing, which makes an idle simulated node's relists free: ``kubelet-trio sim-nodes`` runs hundreds.
+happened. It declares the token among its capabilities, and the PLEG (``GenericPLEG.change_token``) skips
+the listing while the token is the one of its last listing, which makes an idle simulated node's relists
+free: ``kubelet-trio sim-nodes`` runs hundreds.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import heapq
 import attrs
 
 from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.cri.runtime import RuntimeCapabilities
 from kubelet_trio.sim.runtime import SimRuntime
 
 __all__ = ["ChangeTrackingSimRuntime"]
@@ -27,6 +29,9 @@ class ChangeTrackingSimRuntime(SimRuntime):
     _generation: int = attrs.field(init=False, default=0)
     _exits_due: list[int] = attrs.field(init=False, factory=list)  # heap of scripted exit times (ns)
     _exits_passed: int = attrs.field(init=False, default=0)
+
+    def capabilities(self) -> RuntimeCapabilities:
+        return RuntimeCapabilities(simulated=True, change_token=self.change_token)
 
     def change_token(self) -> tuple[int, int]:
         """Equal tokens: no sandbox or container changed state in between."""

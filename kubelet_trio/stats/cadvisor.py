@@ -8,9 +8,9 @@ Dashboards (kubernetes-mixin's Compute Resources, for one) select containers as 
 - Three levels per pod: each running container (``container`` and ``image`` set); the sandbox (pause)
   container (``container=""``, ``name`` its id), which carries the pod's network counters since the
   pod shares its network namespace; and the pod (``container=""``, ``image=""``, ``name=""``): its pod
-  cgroup when the runtime put the containers under one, else the sum of its containers under the name
-  ``/kubepods/pod<uid>``, the cgroup the Go kubelet would have created (this kubelet does not create pod
-  cgroups yet).
+  cgroup when the containers sit under one (the container manager's, with ``cgroupsPerQOS``), else the
+  sum of its containers under the name ``/kubepods/pod<uid>``, the cgroup the Go kubelet would have
+  created (embedded nodes and ``--cgroups-per-qos=false`` leave pods in the runtime's default cgroup).
 
 Values come from CRI first (``ListContainerStats`` for CPU, memory and the writable layer;
 ``ListPodSandboxStats`` for network where the runtime answers it) and, where CRI has no field or no

@@ -10,7 +10,7 @@ One :class:`CriStatsProvider` per node. It reads, for the objects carrying this 
   runtime's when it reports one, else computed here from the previous sample of that container.
 - CRI ``ListPodSandboxStats``: pod-level CPU, memory (the pod cgroup: the pause container included),
   network and process count. Where the runtime cannot answer (gRPC UNIMPLEMENTED; containerd without
-  a pod cgroup parent, which this kubelet does not set up yet, fails with "cgroupPath is empty"), pod
+  a pod cgroup parent, as on nodes without ``cgroupsPerQOS``, fails with "cgroupPath is empty"), pod
   CPU and memory are the sum of the pod's containers and the call is not tried again for
   :data:`SANDBOX_STATS_RETRY` seconds.
 - The disk: each container's log directory and each on-disk emptyDir (``du``: allocated blocks, hard
@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 import trio
@@ -63,6 +63,9 @@ from kubelet_trio.stats.types import (
     VolumeStats,
 )
 from kubelet_trio.volumemanager.paths import EMPTY_DIR_PLUGIN, pod_dir, pod_etc_hosts_path
+
+if TYPE_CHECKING:
+    from kubelet_trio.volume.persistent import ClaimUsage as ClaimVolumeStats
 
 __all__ = ["SANDBOX_STATS_RETRY", "CriStatsProvider", "DiskUsage", "PodStatsProvider", "disk_usage"]
 
@@ -276,6 +279,8 @@ class CriStatsProvider:
     clock: WallClock = attrs.Factory(WallClock)
     run_sync: RunSync = run_in_thread
     host: HostSampler = read_host_sample
+    # the usage of a pod's claim-backed volumes by pod UID (kubelet_trio.volume: the CSI drivers' figures)
+    claim_usage: Callable[[str], Awaitable[Sequence[ClaimVolumeStats]]] | None = None
     _node_cpu: tuple[int, int] | None = None  # (wall ns, core ns)
     _container_cpu: dict[str, tuple[int, int]] = attrs.Factory(dict)  # id → (timestamp ns, core ns)
     _sandbox_stats_after: float = float("-inf")  # Trio time: ListPodSandboxStats failed, ask again then
@@ -526,6 +531,23 @@ class CriStatsProvider:
             used_bytes=sum(p.used_bytes or 0 for p in present),
             inodes_used=sum(p.inodes_used or 0 for p in present),
         )
+        if self.claim_usage is not None:  # persistent volumes: not ephemeral storage
+            volumes += tuple(
+                VolumeStats(
+                    c.volume_name,
+                    FsStats(
+                        time_ns=now,
+                        available_bytes=c.usage.available_bytes,
+                        capacity_bytes=c.usage.capacity_bytes,
+                        used_bytes=c.usage.used_bytes,
+                        inodes_free=c.usage.inodes_free,
+                        inodes=c.usage.inodes,
+                        inodes_used=c.usage.inodes_used,
+                    ),
+                    pvc_ref=(c.claim_namespace, c.claim_name),
+                )
+                for c in await self.claim_usage(pod.pod_ref.uid)
+            )
         return attrs.evolve(pod, containers=containers, volume_stats=volumes, ephemeral_storage=ephemeral)
 
 

@@ -92,10 +92,11 @@ class RlimitStats:
 
 @attrs.frozen
 class VolumeStats:
-    """Usage of one of a pod's local volumes (an emptyDir on disk)."""
+    """Usage of one of a pod's volumes: an emptyDir on disk, or a claim's (with ``pvc_ref``)."""
 
     name: str
     fs: FsStats
+    pvc_ref: tuple[str, str] | None = None  # (namespace, name) of the claim a persistent volume is from
 
 
 @attrs.frozen
@@ -242,6 +243,13 @@ def _container(s: ContainerStats) -> dict[str, Any]:
     )
 
 
+def _volume(s: VolumeStats) -> dict[str, Any]:
+    fields: dict[str, Any] = {**_fs_fields(s.fs), "name": s.name}
+    if s.pvc_ref is not None:
+        fields["pvcRef"] = {"name": s.pvc_ref[1], "namespace": s.pvc_ref[0]}
+    return fields
+
+
 def _pod(s: PodStats) -> dict[str, Any]:
     return _compact(
         {
@@ -251,7 +259,7 @@ def _pod(s: PodStats) -> dict[str, Any]:
             "cpu": _cpu(s.cpu),
             "memory": _memory(s.memory),
             "network": _network(s.network),
-            "volume": [{**_fs_fields(v.fs), "name": v.name} for v in s.volume_stats] or None,
+            "volume": [_volume(v) for v in s.volume_stats] or None,
             "ephemeral-storage": _fs(s.ephemeral_storage),
             "process_stats": (
                 _compact({"process_count": s.process_stats.process_count}) if s.process_stats else None

@@ -25,7 +25,7 @@ from kubelet_trio.client import ApiClient
 from kubelet_trio.clock import WallClock
 from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.config.static import make_static_pod
-from kubelet_trio.config.types import API_SOURCE, FILE_SOURCE, SourceSet
+from kubelet_trio.config.types import FILE_SOURCE, SourceSet
 from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.fsio import RunSync, run_inline
 from kubelet_trio.kubelet import Kubelet, KubeletConfig
@@ -113,7 +113,7 @@ async def open_api_node(
             node_ips=config.pop("node_ips", ("192.0.2.10",)),
             **config,
         )
-        pod_config = PodConfig(sources=(API_SOURCE, FILE_SOURCE), now=clock.now)
+        pod_config = PodConfig(sources=(FILE_SOURCE,), now=clock.now)  # the builder adds the api source
         static = pod_config.source_channel(FILE_SOURCE)
         async with contextlib.AsyncExitStack() as stack:
             if client is None:

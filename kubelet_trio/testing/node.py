@@ -61,6 +61,7 @@ class SimNode:
     sim: Runtime
     _source: trio.MemorySendChannel[SourceSet]
     _pods: dict[str, Pod] = attrs.Factory(dict)
+    clock: WallClock = attrs.Factory(WallClock)  # the node's: deletion timestamps
 
     async def _publish(self) -> None:
         await self._source.send(SourceSet(TEST_SOURCE, tuple(self._pods.values())))
@@ -85,7 +86,7 @@ class SimNode:
         assert current.metadata is not None
         meta = attrs.evolve(
             current.metadata,
-            deletion_timestamp=rfc3339(self.kubelet.clock.now()),
+            deletion_timestamp=rfc3339(self.clock.now()),
             deletion_grace_period_seconds=grace_period_seconds,
         )
         deleted = attrs.evolve(current, metadata=meta)
@@ -94,17 +95,17 @@ class SimNode:
         return deleted
 
     def status(self, pod: Pod) -> PodStatus | None:
-        return self.kubelet.status_manager.get(pod.uid)
+        return self.kubelet.status_of(pod.uid)
 
     async def wait_for(self, pod: Pod, predicate: Callable[[PodStatus], bool]) -> PodStatus:
-        return await self.kubelet.status_manager.wait_for(pod.uid, predicate)
+        return await self.kubelet.wait_for_status(pod.uid, predicate)
 
     async def wait_for_phase(self, pod: Pod, *phases: str) -> PodStatus:
         return await self.wait_for(pod, lambda s: s.phase in phases)
 
     async def wait_terminated(self, pod: Pod) -> None:
         """Until the pod worker has finished the pod (containers stopped, cleanup done)."""
-        await self.kubelet.pod_workers.wait_finished(pod.uid)
+        await self.kubelet.wait_pod_finished(pod.uid)
 
 
 @contextlib.contextmanager
@@ -154,7 +155,7 @@ async def open_node(
             webhook_client=webhook_client,
         )
         async with source, open_kubelet(kubelet_config, deps) as built:
-            node = SimNode(built.kubelet, runtime, source)
+            node = SimNode(built.kubelet, runtime, source, clock=clock)
             await node._publish()  # an empty first SET: the source is ready
             yield node
 

@@ -26,7 +26,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable, Collection, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 import trio
@@ -66,6 +66,9 @@ from kubelet_trio.volumemanager.projection import (
     token_requests,
 )
 
+if TYPE_CHECKING:
+    from kubelet_trio.volume.persistent import ExternalVolumes
+
 __all__ = ["MountedVolume", "VolumeManager", "referenced_volumes"]
 
 logger = logging.getLogger(__name__)
@@ -99,7 +102,11 @@ PLUGIN_NAMES = {
     "configMap": "kubernetes.io/configmap",
     "secret": "kubernetes.io/secret",
     "projected": "kubernetes.io/projected",
+    "csi": "kubernetes.io/csi",
+    "local": "kubernetes.io/local-volume",
 }
+#: where CSI volumes are published in a pod's volumes directory (Go's ``kubernetes.io~csi``)
+CSI_VOLUMES_DIR = "kubernetes.io~csi"
 #: ``(plugin, operation, success, seconds)``: one volume operation, for ``storage_operation_*`` metrics
 OperationHook = Callable[[str, str, bool, float], None]
 
@@ -154,6 +161,8 @@ class VolumeManager:
     tokens: TokenSource | None = None  # None: standalone, token projections fail
     memory_backed: bool | None = None  # secret/downwardAPI/projected on tmpfs; None: when root
     on_operation: OperationHook | None = None
+    # persistentVolumeClaim, ephemeral and csi volumes (kubelet_trio.volume); None: not supported here
+    external: ExternalVolumes | None = None
     _mounted: dict[str, dict[str, MountedVolume]] = attrs.field(factory=dict, init=False)
     _desired: dict[str, dict[str, str]] = attrs.field(factory=dict, init=False)  # uid → name → plugin
 
@@ -214,6 +223,10 @@ class VolumeManager:
         pod_sc = pod.spec.security_context if pod.spec else None
         fs_group = pod_sc.fs_group if pod_sc else None
         context = {"pod": kobj(pod), "uid": uid, "volume": name}
+        if self.external is not None and self.external.handles(volume):
+            if current is not None:
+                return current
+            return await self._set_up_external(self.external, pod, volume, fs_group)
         if volume.empty_dir is not None:
             if current is not None:
                 return current
@@ -266,6 +279,43 @@ class VolumeManager:
         await self.run_sync(_write_projection, path, payload, fs_group, context)
         return MountedVolume(name, kind, path, read_only=True)
 
+    async def _set_up_external(
+        self, external: ExternalVolumes, pod: Pod, volume: Volume, fs_group: int | None
+    ) -> MountedVolume:
+        from kubelet_trio.client import ApiClientError
+        from kubelet_trio.volume.csi import CsiError
+        from kubelet_trio.volume.csi.plugin import VolumeNotReady
+
+        try:
+            mount = await external.set_up(pod, volume)
+        except (VolumeNotReady, CsiError, ApiClientError) as err:
+            raise ValueError(str(err)) from None  # a FailedMount event; the sync is retried
+        if mount.apply_fs_group and fs_group is not None:
+            await self.run_sync(set_volume_ownership, mount.host_path, fs_group)
+        logger.info(
+            "volume set up", extra=kv(pod=kobj(pod), uid=pod.uid, volume=volume.name, kind=mount.kind)
+        )
+        return MountedVolume(volume.name or "", mount.kind, mount.host_path, read_only=mount.read_only)
+
+    async def _tear_down_external(self, volumes_dir: str) -> list[VolumeError]:
+        """Unpublish (and unstage) the pod's CSI volumes; before anything under ``volumes_dir`` is
+        removed, since a published volume is a mount of the volume's data."""
+        csi_dir = os.path.join(volumes_dir, CSI_VOLUMES_DIR)
+        try:
+            names = await self.run_sync(os.listdir, csi_dir)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        errors: list[VolumeError] = []
+        for name in sorted(names):
+            if self.external is None:
+                errors.append(VolumeError(name, "CSI volume found but this kubelet has no CSI support"))
+                continue
+            try:
+                await self.external.tear_down(os.path.join(csi_dir, name))
+            except Exception as err:  # a driver's or the API's failure: retried at the next cleanup
+                errors.append(VolumeError(name, str(err), operation="UnmountVolume.TearDown"))
+        return errors
+
     def _use_tmpfs(self) -> bool:
         if self.memory_backed is None:
             self.memory_backed = os.geteuid() == 0
@@ -301,6 +351,9 @@ class VolumeManager:
         self._desired.pop(uid, None)
         if self.tokens is not None:
             self.tokens.delete_service_account_token(uid)
+        errors.extend(await self._tear_down_external(volumes_dir))
+        if errors:
+            raise MountError(errors)
         for path in await self.run_sync(_remove_volumes, volumes_dir, self.mounter.is_mount_point):
             try:
                 await self.run_sync(self.mounter.unmount, path)

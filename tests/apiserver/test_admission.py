@@ -135,7 +135,7 @@ async def test_rejected_pods_fail_in_creation_order(autojump_clock: trio.testing
             api.store.delete("pods", "default", "a-second")
             assert not api.has_pod("a-second")
             await trio.sleep(5)
-            assert "a-second" not in {p.name for p in node.kubelet.pod_manager.pods()}
+            assert "a-second" not in {p.name for p in node.kubelet.pods()}
             assert not node.kubelet.rejected & {
                 api_uid for api_uid in ["00000000-0000-4000-8000-000000000002"]
             }

@@ -38,7 +38,7 @@ async def test_api_server_away_for_a_minute(autojump_clock: trio.testing.MockClo
         # Running pods are untouched; the job finished meanwhile, which the API has not heard of.
         assert await running_ids(node.sim) <= before
         assert len(await running_ids(node.sim)) == 1
-        assert node.kubelet.status_manager.get(node.kubelet.pod_manager.pods()[1].uid) is not None
+        assert node.kubelet.status_of(node.kubelet.pods()[1].uid) is not None
         assert phase(api, "job") == "Running"
 
         api.come_back()
@@ -77,7 +77,7 @@ async def test_watch_answered_410_relists_without_losing_or_duplicating(
             await api.wait_for(lambda: running(api, "c"))
         assert source.lists == 2  # the re-watch got 410 and relisted
         await trio.sleep(10)
-        pods = {p.name: p for p in node.kubelet.pod_manager.pods()}
+        pods = {p.name: p for p in node.kubelet.pods()}
         assert set(pods) == {"a", "c"}
         assert pods["a"].metadata is not None and pods["a"].metadata.labels == {"x": "y"}
         assert api_container(api, "a", "app")["containerID"] == a_id  # not restarted
@@ -132,7 +132,7 @@ async def test_uid_precondition_protects_a_recreated_pod(autojump_clock: trio.te
         await trio.sleep(30)
         assert api.pod("web")["metadata"]["uid"] != old_uid
         assert api.pod("web")["status"] == {"phase": "Pending"}  # the old pod's status never leaked onto it
-        assert old_uid not in {p.uid for p in node.kubelet.pod_manager.pods()}
+        assert old_uid not in {p.uid for p in node.kubelet.pods()}
 
 
 async def test_pod_deleted_while_the_kubelet_was_down_is_cleaned_up(
@@ -166,7 +166,7 @@ async def test_reflector_pages_and_follows_bookmarks(
         api.create_pod(pod_manifest("elsewhere", {"app": "run"}, node="node-2"))
         async with open_api_node(api, clock=clock) as node:
             await trio.sleep(5)
-            assert {p.name for p in node.kubelet.pod_manager.pods()} == {f"p{i}" for i in range(5)}
+            assert {p.name for p in node.kubelet.pods()} == {f"p{i}" for i in range(5)}
             lists = api.app.requests_for("GET", r"^/api/v1/pods$")
             assert [r.query.get("continue") is not None for r in lists[:3]] == [False, True, True]
             assert all(r.query["fieldSelector"] == "spec.nodeName=node-1" for r in lists)

@@ -52,7 +52,7 @@ def container_env(node: ApiNode, api: FakeApi, pod: str) -> dict[str, str]:
 
 def volume_file(node: ApiNode, api: FakeApi, pod: str, volume: str, path: str) -> str | None:
     uid = api.pod(pod)["metadata"]["uid"]
-    mounted = node.kubelet.volume_manager.mounted_volumes(uid).get(volume)
+    mounted = node.kubelet._volume_manager.mounted_volumes(uid).get(volume)
     if mounted is None:
         return None
     try:
@@ -254,5 +254,5 @@ async def test_optional_missing_references_are_allowed(autojump_clock: trio.test
         envs = container_env(node, api, "web")
         assert envs["Z"] == "z" and "X" not in envs and "Y" not in envs
         uid = api.pod("web")["metadata"]["uid"]
-        path = node.kubelet.volume_manager.mounted_volumes(uid)["cfg"].host_path
+        path = node.kubelet._volume_manager.mounted_volumes(uid)["cfg"].host_path
         assert [f for f in os.listdir(path) if not f.startswith("..")] == []

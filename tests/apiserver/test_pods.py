@@ -93,7 +93,7 @@ async def test_graceful_delete_stops_containers_then_removes_the_pod(
         with trio.fail_after(60):
             await api.wait_for(lambda: not api.has_pod("web"))
         assert trio.current_time() - start < 20  # SIGTERM stopped it at once: no need to wait out 20 s
-        assert node.kubelet.pod_workers.is_finished(uid) or not node.kubelet.pod_workers.is_known(uid)
+        assert node.kubelet._pod_workers.is_finished(uid) or not node.kubelet._pod_workers.is_known(uid)
         assert not [c for c in await node.sim.list_containers() if c.state == 1]  # nothing running
         final = api.app.requests_for("DELETE", r"/pods/web$")[-1]
         assert final.body["gracePeriodSeconds"] == 0
@@ -169,7 +169,7 @@ async def test_static_pod_gets_a_mirror_pod(autojump_clock: trio.testing.MockClo
         ]
         assert meta["uid"] != static.uid
         assert mirror["status"]["phase"] == "Running"  # the static pod's status, published through it
-        assert not node.kubelet.pod_manager.get(meta["uid"])  # the mirror is not run as a pod
+        assert not node.kubelet._pod_manager.get(meta["uid"])  # the mirror is not run as a pod
 
         # Deleted by someone: recreated (a new UID), the static pod keeps running.
         api.store.delete("pods", "default", "etcd-node-1", grace_period_seconds=0)

@@ -7,8 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from kubelet_trio.cmd.kubelet import kubelet_config
-from kubelet_trio.options import OptionsError, load_options
+from kubelet_trio.kubelet import KubeletConfig
+from kubelet_trio.options import KubeletOptions, OptionsError, component_configs, load_options
+
+
+def kubelet_config(options: KubeletOptions) -> KubeletConfig:
+    return component_configs(options).kubelet
+
 
 HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 

@@ -12,12 +12,21 @@ from pathlib import Path
 import pytest
 
 from kubelet_trio.cmd.kubelet import CredentialProvidersError, register_credential_providers
-from kubelet_trio.options import OptionsError, load_options
+from kubelet_trio.options import (
+    CredentialProviderSettings,
+    OptionsError,
+    component_configs,
+    load_options,
+)
 from tests.credentialprovider.plugins import config_yaml, provider, write_plugin
 
 
 def flags(config: Path | str, bin_dir: Path | str) -> list[str]:
     return [f"--image-credential-provider-config={config}", f"--image-credential-provider-bin-dir={bin_dir}"]
+
+
+def providers_of(argv: list[str]) -> CredentialProviderSettings:
+    return component_configs(load_options(argv)[0]).credential_providers
 
 
 def test_the_flags_are_settings_and_not_configuration_keys(tmp_path: Path) -> None:
@@ -41,8 +50,8 @@ def test_plugins_are_registered_when_a_flag_is_given(tmp_path: Path) -> None:
     write_plugin(bin_dir, "login", "respond(cacheKeyType='Global', auth={})")
     config = tmp_path / "cp.yaml"
     config.write_text(config_yaml(provider("login", ["*.sim"])))
-    assert register_credential_providers(load_options([])[0]) == ()
-    [registered] = register_credential_providers(load_options(flags(config, bin_dir))[0])
+    assert register_credential_providers(providers_of([])) == ()
+    [registered] = register_credential_providers(providers_of(flags(config, bin_dir)))
     assert (registered.name, registered.match_images) == ("login", ("*.sim",))
 
 
@@ -66,7 +75,7 @@ def test_an_unusable_configuration_stops_the_kubelet(
         config.write_text(config_text)
     options, _ = load_options(flags(config, bin_dir))
     with pytest.raises(CredentialProvidersError) as caught:
-        register_credential_providers(options)
+        register_credential_providers(component_configs(options).credential_providers)
     message = str(caught.value)
     assert message.startswith("Failed to register CRI auth plugins (--image-credential-provider-config")
     assert str(config) in message and reason in message

@@ -176,10 +176,11 @@ def test_fail_swap_on_refuses_a_machine_with_swap(tmp_path: Path) -> None:
 
     swaps = tmp_path / "swaps"
     swaps.write_text("Filename\tType\tSize\tUsed\tPriority\n")
-    options, _ = load_options([])
-    check_swap(options, str(swaps))  # only the header: no swap
+    fail_swap_on = load_options([])[0].fail_swap_on
+    assert fail_swap_on
+    check_swap(fail_swap_on, str(swaps))  # only the header: no swap
     swaps.write_text(swaps.read_text() + "/swap.img\tfile\t2097148\t0\t-2\n")
     with pytest.raises(RuntimeError, match=r"^running with swap on is not supported, please disable swap"):
-        check_swap(options, str(swaps))
-    check_swap(load_options(["--fail-swap-on=false"])[0], str(swaps))
-    check_swap(options, str(tmp_path / "missing"))
+        check_swap(fail_swap_on, str(swaps))
+    check_swap(load_options(["--fail-swap-on=false"])[0].fail_swap_on, str(swaps))
+    check_swap(fail_swap_on, str(tmp_path / "missing"))

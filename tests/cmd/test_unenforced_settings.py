@@ -28,10 +28,7 @@ HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\
 #: key -> (a flag value asking for the protection, the same in the file, a flag value asking for
 #: nothing, the same in the file)
 VALUES: dict[str, tuple[str, Any, str, Any]] = {
-    "podPidsLimit": ("1024", 1024, "-1", -1),
     "protectKernelDefaults": ("true", True, "false", False),
-    "cgroupsPerQOS": ("true", True, "false", False),
-    "enforceNodeAllocatable": ("pods,kube-reserved", ["pods", "kube-reserved"], "none", ["none"]),
     "kubeReservedCgroup": ("/kube.slice", "/kube.slice", "", ""),
     "systemReservedCgroup": ("/system.slice", "/system.slice", "", ""),
     "seccompDefault": ("true", True, "false", False),
@@ -86,17 +83,17 @@ def test_a_value_asking_for_nothing_is_accepted_silently(tmp_path: Path, key: st
 
 
 def test_a_bare_boolean_flag_is_true() -> None:
-    _, warnings = load_options(["--protect-kernel-defaults", "--cgroups-per-qos"])
+    _, warnings = load_options(["--protect-kernel-defaults", "--seccomp-default"])
     assert [(w.fields["setting"], w.fields["value"]) for w in warnings] == [
         ("protectKernelDefaults", True),
-        ("cgroupsPerQOS", True),
+        ("seccompDefault", True),
     ]
 
 
 def test_invalid_values_name_the_flag_or_the_key(tmp_path: Path) -> None:
     with pytest.raises(OptionsError) as caught:
-        load_options(["--pod-max-pids=many"])
-    assert str(caught.value) == "invalid value 'many' for --pod-max-pids: expected an integer"
+        load_options(["--system-reserved-cgroup"])
+    assert str(caught.value) == "flag needs an argument: --system-reserved-cgroup"
     config = write_config(tmp_path, "protectKernelDefaults", "yes please")
     with pytest.raises(OptionsError) as caught:
         load_options(["--config", str(config)])
@@ -111,12 +108,12 @@ def test_the_cli_logs_a_louder_line_per_setting_apart_from_harmless_keys(tmp_pat
     config = tmp_path / "kubelet.yaml"
     config.write_text(
         HEADER + f"staticPodPath: {manifests}\nprotectKernelDefaults: true\nmemorySwap: {{}}\n"
-        "cgroupsPerQOS: false\n"
+        "seccompDefault: false\n"
     )
     result = subprocess.run(
         [
             sys.executable, "-m", "kubelet_trio", "--config", str(config), "--runonce", "--runtime", "sim",
-            "--pod-max-pids", "4096", "--root-dir", str(tmp_path / "root"),
+            "--kube-reserved-cgroup", "/kube.slice", "--root-dir", str(tmp_path / "root"),
             "--pod-logs-dir", str(tmp_path / "logs"),
         ],
         capture_output=True, text=True, timeout=60, check=False,
@@ -125,11 +122,11 @@ def test_the_cli_logs_a_louder_line_per_setting_apart_from_harmless_keys(tmp_pat
     lines = result.stderr.splitlines()
     loud = [line for line in lines if f'"{NOT_ENFORCED}"' in line]
     assert len(loud) == 2 and all(line.startswith("W") for line in loud)  # one line per setting
-    pids, kernel = loud  # in the table's order
-    assert 'setting="podPidsLimit"' in pids and "value=4096" in pids
-    assert 'source="--pod-max-pids"' in pids and 'effect="pods get no PID limit' in pids
+    kernel, reserved = loud  # in the table's order
+    assert 'setting="kubeReservedCgroup"' in reserved and 'value="/kube.slice"' in reserved
+    assert 'source="--kube-reserved-cgroup"' in reserved and 'effect="the kube-reserved cgroup' in reserved
     assert 'setting="protectKernelDefaults"' in kernel and "value=true" in kernel
     assert f'source="--config {config}"' in kernel
     [harmless] = [line for line in lines if f'"{IGNORED_KEYS}"' in line]
     assert 'keys="memorySwap"' in harmless and "protectKernelDefaults" not in harmless
-    assert not any("cgroupsPerQOS" in line for line in lines)  # false asks for nothing
+    assert not any("seccompDefault" in line for line in lines)  # false asks for nothing

@@ -140,8 +140,6 @@ NOT_SUPPORTED = {
     "feature-gates",
     "kubelet-cgroups",
     "runtime-cgroups",
-    "serialize-image-pulls",
-    "cpu-cfs-quota",
     "vmodule",
     "network-plugin",
     "log-file",
@@ -256,6 +254,7 @@ def test_k3s_agent_flags_are_accepted_or_named() -> None:
         {"key": "node-role.kubernetes.io/edge", "value": "true", "effect": "NoSchedule"},
     )
     assert (options.verbosity, options.read_only_port, options.node_name) == (2, 0, "edge-1")
+    assert options.serialize_image_pulls is False  # k3s pulls in parallel
 
 
 def test_the_cli_exits_2_naming_an_upstream_flag(capsys: pytest.CaptureFixture[str]) -> None:

@@ -34,7 +34,7 @@ def manifest(name: str, count: int) -> dict[str, Any]:
 async def test_devices_reach_the_container_and_admission_rejects(tmp_path: Path) -> None:
     with trio.fail_after(20):
         async with open_sim_node(root_dir=str(tmp_path), device_plugins=True) as node:
-            manager = node.kubelet.device_manager
+            manager = node.kubelet._device_manager
             assert manager is not None
             async with trio.open_nursery() as nursery:
                 plugin = SimDevicePlugin.with_devices(WIDGET, manager.plugin_dir, 3)

@@ -222,7 +222,7 @@ async def test_hooks_through_a_shared_empty_dir(node: SimNode, cri_env: LocalCri
     )
     status = await wait_for(node, p, is_running)
     assert status.phase == "Running"
-    log = Path(node.kubelet.volume_manager.mounted_volumes(p.uid)["shared"].host_path) / "log"
+    log = Path(node.kubelet._volume_manager.mounted_volumes(p.uid)["shared"].host_path) / "log"
     assert log.read_text() == "poststart\n"  # ran before the container was reported running
     seen: list[str] = []
 

@@ -145,7 +145,7 @@ async def test_objects_tokens_and_label_patches_on_a_real_api_server(envtest: En
             uid = created["metadata"]["uid"]
 
             def volume_file(volume: str, path: str) -> str | None:
-                mounted = node.kubelet.volume_manager.mounted_volumes(uid).get(volume)
+                mounted = node.kubelet._volume_manager.mounted_volumes(uid).get(volume)
                 if mounted is None:
                     return None
                 with contextlib.suppress(FileNotFoundError), open(f"{mounted.host_path}/{path}") as f:

@@ -44,7 +44,7 @@ class EvictionNode:
         await self._source.send(SourceSet(SOURCE, tuple(self._pods.values())))
 
     async def wait_for_phase(self, pod: Pod, *phases: str) -> Any:
-        return await self.kubelet.status_manager.wait_for(pod.uid, lambda s: s.phase in phases)
+        return await self.kubelet.wait_for_status(pod.uid, lambda s: s.phase in phases)
 
 
 @contextlib.asynccontextmanager

@@ -60,7 +60,7 @@ async def test_the_node_reports_memory_pressure_and_the_pod_is_evicted(
             eviction_pressure_transition_period=60.0,
         ) as node,
     ):
-        signals = node.kubelet.eviction_manager.signals
+        signals = node.kubelet._eviction_manager.signals
         assert isinstance(signals, SimulatedSignals)  # a simulated node's default: no pressure
         api.create_pod(hog("big", "400Mi"))
         api.create_pod(hog("small", "10Mi"))

@@ -129,7 +129,7 @@ async def test_filling_the_pods_disk_evicts_the_pod_that_filled_it(
                 e["reason"] for e in api.events() if e.get("involvedObject", {}).get("kind") == "Node"
             ]
             assert phase(api, "quiet-a") == phase(api, "quiet-b") == "Running"
-            assert node.kubelet.eviction_manager.evictions == {"nodefs.available": 1}  # and no other
+            assert node.kubelet._eviction_manager.evictions == {"nodefs.available": 1}  # and no other
 
 
 async def test_a_pod_over_its_emptydir_size_limit_is_evicted_without_node_pressure(
@@ -154,5 +154,5 @@ async def test_a_pod_over_its_emptydir_size_limit_is_evicted_without_node_pressu
             )
             assert phase(api, "modest") == "Running"
             assert disk_pressure(api) == "False"
-            manager = node.kubelet.eviction_manager  # counted once the pod is killed
+            manager = node.kubelet._eviction_manager  # counted once the pod is killed
             await eventually(lambda: manager.evictions == {"emptydirfs.limit": 1}, 30, 0.2)

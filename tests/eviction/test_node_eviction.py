@@ -71,13 +71,13 @@ async def test_memory_pressure_evicts_the_pod_over_its_request(
             ("True", "TerminationByKubelet", message)
         ]
         assert ("hog", "Warning", "Evicted", message) in node.events
-        await node.kubelet.pod_workers.wait_finished(hog_pod.uid)
+        await node.kubelet.wait_pod_finished(hog_pod.uid)
         states = {
             (c.labels[POD_NAME_LABEL], c.state is pb.ContainerState.CONTAINER_RUNNING)
             for c in await sim.list_containers()
         }
         assert ("hog", True) not in states and ("steady", True) in states
-        assert node.kubelet.status_manager.get(hog_pod.uid).phase == "Failed"  # type: ignore[union-attr]
+        assert node.kubelet.status_of(hog_pod.uid).phase == "Failed"  # type: ignore[union-attr]
         assert node.kubelet.node_pressure() == {"MemoryPressure"}  # for the transition period
 
         # while the pressure is reported a BestEffort pod is refused, a Burstable one admitted
@@ -91,9 +91,9 @@ async def test_memory_pressure_evicts_the_pod_over_its_request(
         )
         await node.wait_for_phase(late_burstable, "Running")
         # the condition clears once it was last observed a transition period ago (rounds every 10 s)
-        await node.kubelet.eviction_manager.conditions.wait_value(frozenset())
+        await node.kubelet._eviction_manager.conditions.wait_value(frozenset())
         assert 30.0 <= trio.current_time() - evicted_at <= 40.0 + 1.0
-        assert node.kubelet.status_manager.get(steady_pod.uid).phase == "Running"  # type: ignore[union-attr]
+        assert node.kubelet.status_of(steady_pod.uid).phase == "Running"  # type: ignore[union-attr]
         (again,) = await node.apply(pod_manifest("late-be-2", {"main": "run"}))
         await node.wait_for_phase(again, "Running")
 
@@ -122,7 +122,7 @@ async def test_disk_pressure_collects_dead_containers_before_evicting(
         await node.wait_for_phase(gone, "Running")
         await node.wait_for_phase(stays, "Running")
         await node.remove(gone)
-        await node.kubelet.pod_workers.wait_finished(gone.uid)
+        await node.kubelet.wait_pod_finished(gone.uid)
         assert {c.labels[POD_NAME_LABEL] for c in await sim.list_containers()} == {"gone", "stays"}
 
         signals.set("nodefs.available", 50, 1000)

@@ -125,7 +125,7 @@ async def image_id(setup: Setup, name: str) -> str:
 async def use_image(setup: Setup, name: str, *, keep: bool = False) -> None:
     """Run a pod of the image until the GC has seen it in use; then (unless ``keep``) remove the pod and
     its dead container, so that the image is merely cached again."""
-    node, gc = setup.node, setup.node.kubelet.image_gc_manager
+    node, gc = setup.node, setup.node.kubelet._image_gc_manager
     [pod] = await node.apply({"metadata": {"name": f"use-{name}"}, "spec": {"containers": [
         {"name": "app", "image": setup.images[name], "imagePullPolicy": "IfNotPresent"}
     ]}})  # fmt: skip
@@ -136,14 +136,14 @@ async def use_image(setup: Setup, name: str, *, keep: bool = False) -> None:
     await node.remove(pod)
     await node.wait_terminated(pod)
     kubelet = node.kubelet
-    await kubelet.kube_runtime.garbage_collect(GCPolicy(), kubelet, all_sources_ready=True)
+    await kubelet._kube_runtime.garbage_collect(GCPolicy(), kubelet, all_sources_ready=True)
 
 
 async def test_above_the_high_threshold_unused_images_go_lru_first_down_to_the_low_one(
     setup: Setup, caplog: pytest.LogCaptureFixture
 ) -> None:
     kubelet = setup.node.kubelet
-    runtime, gc = kubelet.runtime, kubelet.image_gc_manager
+    runtime, gc = kubelet.runtime, kubelet._image_gc_manager
     assert isinstance(gc, ImageGCManager)
     # a and b are pulled at different detections and never used; c, d and e are used in that order
     for name in NAMES:

@@ -40,7 +40,7 @@ from kubelet_trio.containerd.network import CLAIMS_DIR, bridge_name
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.images.importer import ImageImporter, ImageImportError, archive_kind, list_archives
 from kubelet_trio.logs import FIELDS_ATTR
-from kubelet_trio.options import load_options
+from kubelet_trio.options import component_configs, load_options
 from kubelet_trio.sim.runtime import SimRuntime
 from kubelet_trio.testing import images as test_images
 from kubelet_trio.testing.containerd import PrivateContainerd
@@ -178,7 +178,7 @@ def test_the_flag_is_refused_for_the_simulated_runtime(
 async def test_the_flag_is_refused_for_a_runtime_that_is_not_containerd(tmp_path: Path) -> None:
     options, _ = load_options(["--image-import-dir", str(tmp_path)])
     with pytest.raises(RuntimeError, match=r"--image-import-dir needs containerd.*the runtime at unix://"):
-        await containerd_socket(SimRuntime(), options)
+        await containerd_socket(SimRuntime(), component_configs(options).runtime)
 
 
 def test_the_key_and_the_managed_default(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.config.types import API_SOURCE
 from kubelet_trio.fsio import run_inline
 from kubelet_trio.kubelet_builder import build_kubelet
-from kubelet_trio.options import load_options
+from kubelet_trio.options import component_configs, load_options
 from kubelet_trio.testing.fakeapi import open_fake_api
 from tests.apiserver.harness import MACHINE
 from tests.kubelet.test_kubelet_builder import _config
@@ -47,6 +47,6 @@ def test_the_daemon_hands_its_sources_the_counter(tmp_path: Path) -> None:
         ["--pod-manifest-path", str(tmp_path), "--manifest-url", "http://config.example/pods"]
     )
     counted = BoundaryErrors()
-    _, sources = build_sources(options, counted)
+    _, sources = build_sources(component_configs(options).sources, counted)
     assert [type(source) for source in sources] == [FileSource, HttpSource]
     assert all(source.boundary_errors is counted for source in sources)

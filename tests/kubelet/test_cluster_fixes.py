@@ -38,7 +38,7 @@ async def recording(node: SimNode, pod: Pod) -> AsyncIterator[StatusLog]:
     log = StatusLog()
 
     async def follow() -> None:
-        manager = node.kubelet.status_manager
+        manager = node.kubelet._status_manager
         seen = None
         while True:
             status = manager.get(pod.uid)

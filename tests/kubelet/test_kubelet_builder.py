@@ -47,7 +47,7 @@ async def test_standalone_node_runs_a_pod(autojump_clock: trio.testing.MockClock
         assert node.kubelet.ready.value
         assert node.kubelet.api_client is None
         await source.send(SourceSet("test", (pod,)))
-        status = await node.kubelet.status_manager.wait_for(pod.uid, lambda s: s.phase == "Running")
+        status = await node.kubelet.wait_for_status(pod.uid, lambda s: s.phase == "Running")
         assert status.phase == "Running"
 
 
@@ -72,9 +72,9 @@ async def test_api_mode_is_decided_inside_the_builder(tmp_path: Path) -> None:
         assert kubelet.api_client is client
         assert kubelet.event_sink == node.api.recorder.record
         assert kubelet._admit is node.api.admit and isinstance(kubelet._admit, PredicateAdmitHandler)
-        assert kubelet.volume_manager.tokens is node.api.tokens
-        assert kubelet.kube_runtime.runtime_classes is node.api.runtime_classes
-        assert kubelet.volume_manager.objects is node.api.objects
+        assert kubelet._volume_manager.tokens is node.api.tokens
+        assert kubelet._kube_runtime.runtime_classes is node.api.runtime_classes
+        assert kubelet._volume_manager.objects is node.api.objects
 
 
 def test_standalone_defaults(tmp_path: Path) -> None:
@@ -83,8 +83,8 @@ def test_standalone_defaults(tmp_path: Path) -> None:
     kubelet = build_kubelet(_config(tmp_path), deps).kubelet
     assert kubelet._admit is admit_standalone
     assert kubelet.event_sink is None
-    assert kubelet.volume_manager.tokens is None
-    assert kubelet.kube_runtime.runtime_classes is None
+    assert kubelet._volume_manager.tokens is None
+    assert kubelet._kube_runtime.runtime_classes is None
 
 
 def test_one_construction_site() -> None:

@@ -163,7 +163,7 @@ async def test_a_node_keeps_at_most_the_configured_dead_instances(autojump_clock
     async with open_sim_node(maximum_dead_containers_per_container=3) as node:
         [pod] = await node.apply(pod_manifest("crash", {"app": "exit 1 after 1s"}))
         await trio.sleep(600)  # restarts at 10, 20, 40, 80, 160, 300 s back-off
-        status = await node.kubelet.kube_runtime.get_pod_status(pod.uid, pod.name, pod.namespace)
+        status = await node.kubelet._kube_runtime.get_pod_status(pod.uid, pod.name, pod.namespace)
         dead = [c for c in status.instances("app") if c.state is ContainerState.EXITED]
         assert len(dead) == 3
         logs = Path(node.kubelet.config.pod_logs_dir) / f"default_crash_{pod.uid}"
@@ -171,5 +171,5 @@ async def test_a_node_keeps_at_most_the_configured_dead_instances(autojump_clock
         await node.remove(pod)
         await node.wait_terminated(pod)
         await trio.sleep(61)  # past the next container GC (every minute)
-        assert await node.kubelet.kube_runtime.get_pods() == []
+        assert await node.kubelet._kube_runtime.get_pods() == []
         assert not logs.exists()

@@ -123,7 +123,7 @@ async def test_pre_stop_sleep(autojump_clock: trio.testing.MockClock) -> None:
 async def test_http_post_start_hook_goes_to_the_pod() -> None:
     with trio.fail_after(20):
         async with http_server({"/hook": (500, {}, b"")}) as web, open_probe_node() as env:
-            env.node.kubelet.kube_runtime.hooks.host_override = "127.0.0.1"  # type: ignore[union-attr]
+            env.node.kubelet._kube_runtime.hooks.host_override = "127.0.0.1"  # type: ignore[union-attr]
             (pod,) = await env.node.apply(
                 pod_manifest(
                     "http-hook",

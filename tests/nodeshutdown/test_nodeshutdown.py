@@ -132,7 +132,7 @@ async def test_empty_groups_are_not_waited_for(autojump_clock: MockClock, nurser
 
 async def finished_at(node: SimNode, pod: Pod) -> float:
     """The Trio time the pod's container finished (the runtime's finishedAt, in ns)."""
-    status = await node.kubelet.kube_runtime.get_pod_status(pod.uid, pod.name, pod.namespace)
+    status = await node.kubelet._kube_runtime.get_pod_status(pod.uid, pod.name, pod.namespace)
     container = status.find("app")
     assert container is not None and container.finished_at
     return node.kubelet.clock.to_trio(container.finished_at)
@@ -149,9 +149,9 @@ async def test_node_shutdown_stops_pods_by_priority_and_fails_them(autojump_cloc
         kubelet = node.kubelet
         assert kubelet.health_errors() == []
         start = trio.current_time()
-        await kubelet.shutdown_manager.shutdown()
-        assert kubelet.shutdown_manager.group_starts[0] == (0, start)
-        critical_start = kubelet.shutdown_manager.group_starts[1][1]
+        await kubelet._shutdown_manager.shutdown()
+        assert kubelet._shutdown_manager.group_starts[0] == (0, start)
+        critical_start = kubelet._shutdown_manager.group_starts[1][1]
         assert start + 20 <= critical_start <= start + 22
         for pod in (low, mid, crit):
             await node.wait_terminated(pod)
@@ -184,10 +184,10 @@ async def test_stopping_the_kubelet_is_not_a_node_shutdown(autojump_clock: MockC
 
 async def test_without_a_grace_period_there_is_no_shutdown_manager(autojump_clock: MockClock) -> None:
     async with open_sim_node() as node:
-        assert not node.kubelet.shutdown_manager.enabled
+        assert not node.kubelet._shutdown_manager.enabled
 
 
 @pytest.mark.parametrize("period", [0.0, 30.0])
 async def test_shutdown_settings_reach_the_manager(autojump_clock: MockClock, period: float) -> None:
     async with open_sim_node(shutdown_grace_period=period, shutdown_grace_period_critical_pods=0.0) as node:
-        assert node.kubelet.shutdown_manager.groups == tuple(migrate_config(period, 0.0))
+        assert node.kubelet._shutdown_manager.groups == tuple(migrate_config(period, 0.0))

@@ -33,7 +33,7 @@ async def test_node_not_ready_and_pods_failed_on_the_api_server(
             }
         )
         await api.wait_for(lambda: api.pod("web").get("status", {}).get("phase") == "Running")
-        await node.kubelet.shutdown_manager.shutdown()
+        await node.kubelet._shutdown_manager.shutdown()
         await trio.sleep(11)  # the next node status update (nodeStatusUpdateFrequency 10 s)
 
         ready = {c["type"]: c for c in api.node("node-1")["status"]["conditions"]}["Ready"]

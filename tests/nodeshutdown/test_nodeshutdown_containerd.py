@@ -62,7 +62,7 @@ def manifest(cri_env: LocalCriEnvironment, name: str, priority: int, grace: int)
 
 async def finished_at(node: SimNode, pod: Pod) -> tuple[float, int]:
     """(Trio time, exit code) of the pod's container, from the runtime's finishedAt (ns)."""
-    status = await node.kubelet.kube_runtime.get_pod_status(pod.uid, pod.name, pod.namespace)
+    status = await node.kubelet._kube_runtime.get_pod_status(pod.uid, pod.name, pod.namespace)
     container = status.find("app")
     assert container is not None and container.finished_at
     return node.kubelet.clock.to_trio(container.finished_at), container.exit_code
@@ -87,7 +87,7 @@ async def test_three_pods_stop_in_priority_order_within_their_budgets(
     assert (done.returncode, done.stdout.decode().splitlines()) == (0, ["shutting down", "done"]), done.stderr
     assert socket_path(kubelet.config.root_dir).startswith(kubelet.config.root_dir)
     [(low_priority, non_critical_start), (critical_priority, critical_start)] = (
-        kubelet.shutdown_manager.group_starts
+        kubelet._shutdown_manager.group_starts
     )
     assert (low_priority, critical_priority) == (0, SYSTEM_CRITICAL_PRIORITY)
     assert (

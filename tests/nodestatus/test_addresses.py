@@ -22,7 +22,7 @@ from kubelet_trio.nodestatus.addresses import (
     read_interfaces,
     resolve_node_ips,
 )
-from kubelet_trio.options import load_options
+from kubelet_trio.options import component_configs, load_options
 
 # A Debian host: the hostname resolves to loopback (/etc/hosts), eth0 carries the default route.
 LO = Interface("lo", loopback=True, addresses=("127.0.0.1", "::1"))
@@ -163,11 +163,11 @@ async def test_the_daemon_falls_back_to_loopback_when_no_address_exists(
     monkeypatch.setattr(cmd, "resolve_node_ips", no_address)
     options, _ = load_options(["--hostname-override", "lonely", "--node-ip", "0.0.0.0", "--runtime", "sim"])
     with caplog.at_level(logging.WARNING, "kubelet_trio.cmd.kubelet"):
-        config = await cmd.node_config(options)
+        config = await cmd.node_config(component_configs(options))
     assert config.node_ips == ("127.0.0.1",)
     assert "no node IP; using the loopback address" in caplog.text
     explicit, _ = load_options(["--hostname-override", "n", "--node-ip", "203.0.113.9", "--runtime", "sim"])
-    assert (await cmd.node_config(explicit)).node_ips == ("203.0.113.9",)
+    assert (await cmd.node_config(component_configs(explicit))).node_ips == ("203.0.113.9",)
 
 
 def test_the_interface_table_is_read_from_getifaddrs() -> None:

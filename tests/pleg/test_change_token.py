@@ -27,7 +27,7 @@ def _restarts_and_times(sim_type: type[SimRuntime]) -> tuple[list[float], int]:
             for count in range(1, 4):
                 await node.wait_for(pod, lambda s, c=count: (container_status(s).restart_count or 0) >= c)
                 seen.append(trio.current_time() - start)
-            return seen, node.kubelet.pleg.skipped_relists
+            return seen, node.kubelet._pleg.skipped_relists
 
     return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
@@ -48,7 +48,7 @@ async def test_an_idle_node_lists_nothing_and_a_crash_is_seen_within_a_relist_pe
     async with open_sim_node("n", sim=sim, clock=clock) as node:
         [pod] = await node.apply(pod_manifest("web", {"app": "run"}))
         await node.wait_for(pod, is_running)
-        pleg = node.kubelet.pleg
+        pleg = node.kubelet._pleg
         await trio.sleep(5)  # settle
         skipped = pleg.skipped_relists
         await trio.sleep(60)

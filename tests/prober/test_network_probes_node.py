@@ -16,7 +16,7 @@ from tests.prober.servers import http_server, tcp_listener
 async def test_http_readiness_and_tcp_liveness() -> None:
     with trio.fail_after(30):
         async with http_server() as web, open_probe_node() as env:
-            env.node.kubelet.probe_manager.prober.host_override = "127.0.0.1"
+            env.node.kubelet._probe_manager.prober.host_override = "127.0.0.1"
             healthy = {"value": True}
             web.routes["/ready"] = lambda: (200, {}, b"ok") if healthy["value"] else (503, {}, b"busy")
             async with tcp_listener() as tcp_port:

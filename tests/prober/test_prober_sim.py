@@ -187,7 +187,7 @@ async def test_probe_workers_end_with_their_container(autojump_clock: trio.testi
             ),
             pod_manifest("server", [container(**probes)]),
         )
-        manager = node.kubelet.probe_manager
+        manager = node.kubelet._probe_manager
         await node.wait_for(job, is_running)
         await node.wait_for(server, is_running)
         assert len(manager.workers(job.uid)) == 2 and len(manager.workers(server.uid)) == 2
@@ -261,7 +261,7 @@ async def test_deleted_pod_is_not_restarted_by_liveness(autojump_clock: trio.tes
         await env.node.delete(pod, grace_period_seconds=10)
         deleted_at = trio.current_time()
         await env.node.wait_terminated(pod)
-        assert env.node.kubelet.probe_manager.workers(pod.uid) == []
+        assert env.node.kubelet._probe_manager.workers(pod.uid) == []
         killing = [t for t, m in env.events.reasons("Killing") if "liveness" in m]
         assert killing == []  # liveness stopped when termination began
         assert [timeout for _, _, timeout in env.sim.stops] == [10]

@@ -44,7 +44,7 @@ SCRIPT = "while true; do i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; echo x
 #: Expressions without data on this node, by a fragment of the expression, with the reason (the README
 #: lists them too).
 NO_DATA = {
-    "kubelet_cgroup_manager_duration_seconds": "no cgroup manager: pod cgroups are the runtime's",
+    "kubelet_cgroup_manager_duration_seconds": "the container manager's cgroup operations are not timed yet",
     "storage_operation_errors_total": "removed from the Go kubelet too; failures are status=fail-unknown",
     "kubelet_evictions": "no pod is evicted in this run",
     "kubelet_certificate_manager_client": "no client certificate rotation (no API server in this tier)",

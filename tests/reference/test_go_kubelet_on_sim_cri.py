@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from kubelet_trio.testing.envtest import DEFAULT_ASSETS, EnvtestCluster, assets, start_envtest
+from kubelet_trio.testing.gokubelet import go_kubelet_command
 from kubelet_trio.testing.registry import free_port
 
 pytestmark = pytest.mark.reference
@@ -153,27 +154,17 @@ def node() -> Iterator[Node]:
                 )
                 procs.append(
                     _start(
-                        [
-                            str(binary),
-                            f"--kubeconfig={cluster.kubeconfig}",
-                            f"--root-dir={workdir / 'root'}",
-                            f"--cert-dir={workdir / 'pki'}",
-                            f"--hostname-override={NODE}",
-                            "--register-node=true",
-                            "--container-runtime=remote",
-                            f"--container-runtime-endpoint=unix://{socket}",
-                            "--cgroups-per-qos=false",
-                            "--enforce-node-allocatable=",
-                            "--cgroup-driver=cgroupfs",
-                            "--fail-swap-on=false",
-                            "--make-iptables-util-chains=false",  # leave the host's NAT table alone
-                            "--address=127.0.0.1",
-                            f"--port={free_port()}",
-                            "--read-only-port=0",
-                            f"--healthz-port={free_port()}",
-                            "--node-status-update-frequency=2s",
-                            "--v=2",
-                        ],
+                        go_kubelet_command(
+                            binary,
+                            kubeconfig=cluster.kubeconfig,
+                            root_dir=workdir / "root",
+                            cert_dir=workdir / "pki",
+                            node=NODE,
+                            endpoint=f"unix://{socket}",
+                            port=free_port(),
+                            healthz_port=free_port(),
+                            extra=["--v=2"],
+                        ),
                         workdir / "kubelet.log",
                     )
                 )

@@ -99,7 +99,7 @@ class HttpNode:
                 c.state is not None and c.state.running is not None for c in status.container_statuses or ()
             )
 
-        await self.kubelet.status_manager.wait_for(pod.uid, running)
+        await self.kubelet.wait_for_status(pod.uid, running)
 
 
 @contextlib.asynccontextmanager

@@ -21,7 +21,7 @@ def log_file(node: HttpNode, pod_name: str, container: str, instance: int = 0) -
 
 def append(node: HttpNode, path: Path, *records: str) -> None:
     """Write CRI records (``"F text"`` / ``"P part"``) as a runtime would."""
-    stamp = rfc3339_nano(node.kubelet.clock.wall_ns())
+    stamp = rfc3339_nano(node.kubelet.wall_ns())
     with path.open("a") as f:
         for record in records:
             f.write(f"{stamp} stdout {record}\n")
@@ -69,7 +69,7 @@ async def test_previous_reads_the_instance_before(
 ) -> None:
     async with open_test_node(tmp_path) as node, node.client() as client:
         (pod,) = await node.apply(pod_manifest("crash", {"app": 'print "starting"; exit 1 after 5s'}))
-        await node.kubelet.status_manager.wait_for(
+        await node.kubelet.wait_for_status(
             pod.uid, lambda s: bool(s.container_statuses) and s.container_statuses[0].restart_count == 1
         )
         append(node, log_file(node, "crash", "app", 0), "F the first run said goodbye")
@@ -127,7 +127,7 @@ async def test_follow_ends_when_the_client_disconnects(
 
 
 def container_id(node: HttpNode, pod_uid: str, container: str = "app") -> str:
-    return node.kubelet.cache.get(pod_uid).instances(container)[0].id
+    return node.kubelet.container_instances(pod_uid, container)[0].id
 
 
 async def test_a_fragment_without_newline_is_served_as_printed(

@@ -59,7 +59,7 @@ async def test_volume_metrics_follow_a_pod_with_an_empty_dir(
         assert values[key("storage_operation_duration_seconds_count", **mount)] == 1  # set up once
 
         await node.remove(web)
-        await node.kubelet.pod_workers.wait_finished(web.uid)
+        await node.kubelet.wait_pod_finished(web.uid)
         await trio.sleep(1)
         values = samples((await client.get("/metrics")).text)
         unmount = {**mount, "operation_name": "volume_unmount"}

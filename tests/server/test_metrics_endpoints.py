@@ -148,7 +148,7 @@ async def test_probe_metrics_count_each_probe_by_result(
             "periodSeconds": 5,
         }
         (web,) = await node.apply(manifest)
-        await node.kubelet.status_manager.wait_for(
+        await node.kubelet.wait_for_status(
             web.uid, lambda s: all(c.ready for c in s.container_statuses or ()) and s.phase == "Running"
         )
         labels = {
@@ -172,7 +172,7 @@ async def test_probe_metrics_count_each_probe_by_result(
         assert samples(second)[key("process_start_time_seconds")] > 1.6e9
         assert "_created" not in second
 
-        (status,) = node.kubelet.status_manager.get(web.uid).container_statuses or ()  # type: ignore[union-attr]
+        (status,) = node.kubelet.status_of(web.uid).container_statuses or ()  # type: ignore[union-attr]
         assert status.container_id
         node.sim.set_exec_result(status.container_id.partition("://")[2], ["ready?"], 1)
         await trio.sleep(9)  # two probes, both failing
@@ -181,7 +181,7 @@ async def test_probe_metrics_count_each_probe_by_result(
         assert count(third, "successful") == count(second, "successful")
 
         await node.remove(web)  # the pod goes, and so do its workers' series
-        await node.kubelet.pod_workers.wait_finished(web.uid)
+        await node.kubelet.wait_pod_finished(web.uid)
         await trio.sleep(1)
         gone = (await client.get("/metrics/probes")).text
         assert "prober_probe_total{" not in gone
@@ -200,7 +200,7 @@ async def test_resource_metrics_have_upstream_names_values_and_timestamps(
         (web,) = await node.apply(manifest)
         await node.wait_running(web)
         await trio.sleep(8)
-        summary = await node.kubelet.stats_provider.summary(cpu_and_memory_only=True)
+        summary = await node.kubelet.stats_summary(cpu_and_memory_only=True)
         response = await client.get("/metrics/resource")
         assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
         text = response.text
@@ -226,7 +226,7 @@ async def test_resource_metrics_have_upstream_names_values_and_timestamps(
         assert values[key("node_cpu_usage_seconds_total")] == 42.5
         assert values[key("node_memory_working_set_bytes")] == 1024**3
         assert values[key("scrape_error")] == values[key("resource_scrape_error")] == 0
-        now_ms = node.kubelet.clock.wall_ns() // 10**6
+        now_ms = node.kubelet.wall_ns() // 10**6
         stamp = stamps[key("container_memory_working_set_bytes", **app_labels)]
         assert stamp is not None and round(float(stamp) * 1000) == now_ms  # the reading's time, in ms
         assert stamps[key("container_start_time_seconds", **app_labels)] is None

@@ -33,20 +33,20 @@ async def test_pods_lists_desired_pods_with_current_status(
             pod_manifest("job", {"task": "exit 0 after 2s"}, restart_policy="Never"),
         )
         await node.wait_running(web)
-        await node.kubelet.status_manager.wait_for(job.uid, lambda s: s.phase == "Succeeded")
+        await node.kubelet.wait_for_status(job.uid, lambda s: s.phase == "Succeeded")
         body = (await client.get("/pods")).json()
         assert body["kind"] == "PodList" and body["apiVersion"] == "v1"
         by_uid = {item["metadata"]["uid"]: item for item in body["items"]}
         assert set(by_uid) == {web.uid, job.uid}
         for pod in (web, job):
-            expected = node.kubelet.status_manager.get(pod.uid)
+            expected = node.kubelet.status_of(pod.uid)
             assert expected is not None
             assert by_uid[pod.uid]["status"] == expected.to_dict()
             assert by_uid[pod.uid]["spec"]["containers"][0]["image"] == "registry.sim/busybox:1.36"
         assert by_uid[job.uid]["status"]["phase"] == "Succeeded"
         assert by_uid[web.uid]["status"]["containerStatuses"][0]["state"]["running"]
 
-        await node.kubelet.pod_workers.wait_finished(job.uid)  # its sandbox is stopped
+        await node.kubelet.wait_pod_finished(job.uid)  # its sandbox is stopped
         running = (await client.get("/runningpods/")).json()
         assert [(i["metadata"], i["spec"]) for i in running["items"]] == [
             (

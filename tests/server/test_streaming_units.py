@@ -11,14 +11,13 @@ import pytest
 import trio
 import trio.testing
 
-from kubelet_trio.cmd.kubelet import kubelet_config
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.streaming.dictionary import SPDY3_DICTIONARY
 from kubelet_trio.cri.streaming.server import TOKEN_TTL, StreamingServer
 from kubelet_trio.cri.streaming.spdy import SpdyConnection, decode_headers, encode_headers
 from kubelet_trio.httpserver.asgi import App, Request, Route
 from kubelet_trio.httpserver.http11 import UPGRADE_EXTENSION
-from kubelet_trio.options import load_options
+from kubelet_trio.options import component_configs, load_options
 from kubelet_trio.server.exec import exec_routes
 from kubelet_trio.server.proxy import StreamProxy, upgrade_request_head
 
@@ -141,10 +140,9 @@ def _upgrade_scope(path: str, query: bytes) -> dict[str, object]:
 
 async def test_streams_beyond_the_cap_are_refused_with_429() -> None:
     class NoKubelet:
-        class pod_manager:
-            @staticmethod
-            def pods() -> list[object]:
-                return [type("P", (), {"namespace": "default", "name": "p", "uid": "u"})()]
+        @staticmethod
+        def pod_by_name(namespace: str, name: str) -> object:
+            return type("P", (), {"namespace": namespace, "name": name, "uid": "u"})()
 
     app = App(exec_routes(NoKubelet(), StreamProxy(max_streams=1, active=1)))  # type: ignore[arg-type]
     sent: list[dict[str, object]] = []
@@ -200,4 +198,4 @@ def test_the_idle_timeout_is_a_flag_and_a_config_key(tmp_path: Path) -> None:
     )
     options = load_options([f"--config={config}"])[0]
     assert options.streaming_connection_idle_timeout == 300
-    assert kubelet_config(options).streaming_connection_idle_timeout == 300
+    assert component_configs(options).kubelet.streaming_connection_idle_timeout == 300

@@ -81,7 +81,7 @@ async def test_cadvisor_endpoint_on_the_simulated_runtime(
         assert series(values, "machine_cpu_cores")
 
         await node.remove(web)
-        await node.kubelet.pod_workers.wait_finished(web.uid)
+        await node.kubelet.wait_pod_finished(web.uid)
         await trio.sleep(1)
         gone = samples((await client.get("/metrics/cadvisor")).text)
         assert not series(gone, "container_memory_working_set_bytes")

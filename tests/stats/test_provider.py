@@ -83,7 +83,7 @@ async def test_container_pod_and_node_usage_are_exact(
         )
         await node.wait_running(web)
         await trio.sleep(10)
-        provider = node.kubelet.stats_provider
+        provider = node.kubelet._stats_provider
         containers = await container_ids(node, web.uid)
         now = node.kubelet.clock.wall_ns()
         app_ran = now - await started_ns(node, containers["app"].id)
@@ -140,7 +140,7 @@ async def test_summary_json_has_the_v1alpha1_shape(
         (web,) = await node.apply(with_usage(pod_manifest("web", {"app": "run"}), app="cpu=1 memory=1Gi"))
         await node.wait_running(web)
         body = (await client.get("/stats/summary")).json()
-        assert body == summary_json(await node.kubelet.stats_provider.summary())  # same instant
+        assert body == summary_json(await node.kubelet._stats_provider.summary())  # same instant
         (pod,) = body["pods"]
         assert set(pod) == {
             "podRef", "startTime", "containers", "cpu", "memory", "network", "ephemeral-storage",
@@ -173,14 +173,14 @@ async def test_only_the_live_instance_of_a_restarting_container_counts(
                 pod_manifest("crashy", {"app": "exit 1 after 5s"}), app="cpu=100m memory=8Mi rootfs=1Mi"
             )
         )
-        await node.kubelet.status_manager.wait_for(
+        await node.kubelet.wait_for_status(
             crashy.uid,
             lambda s: any((c.restart_count or 0) >= 2 for c in s.container_statuses or ()),
         )
         listed = await node.sim.list_containers(pb.ContainerFilter(label_selector=node_selector("test-node")))
         assert len(listed) >= 2  # exited instances are still there
         newest = max(listed, key=lambda c: c.created_at)
-        (pod,) = await node.kubelet.stats_provider.pod_stats()
+        (pod,) = await node.kubelet._stats_provider.pod_stats()
         (app,) = pod.containers
         assert app.start_time_ns == newest.created_at
         assert newest.state is pb.ContainerState.CONTAINER_RUNNING  # the third run, just started
@@ -207,7 +207,7 @@ async def test_ephemeral_storage_is_layers_logs_and_empty_dirs(
         await node.wait_running(writer)
         scratch = pod_volume_dir(str(tmp_path / "root"), writer.uid, EMPTY_DIR_PLUGIN, "scratch")
         write_file(os.path.join(scratch, "blob"), 256 * 1024)
-        (pod,) = await node.kubelet.stats_provider.pod_stats()
+        (pod,) = await node.kubelet._stats_provider.pod_stats()
         (volume,) = pod.volume_stats
         assert volume.name == "scratch"
         assert volume.fs.used_bytes is not None and volume.fs.used_bytes >= 256 * 1024
@@ -220,7 +220,7 @@ async def test_ephemeral_storage_is_layers_logs_and_empty_dirs(
         assert pod.ephemeral_storage.used_bytes >= sum(parts)  # plus etc-hosts and pod-level log files
         # Growing the volume grows the pod's ephemeral storage by as much.
         write_file(os.path.join(scratch, "more"), 1024 * 1024)
-        (grown,) = await node.kubelet.stats_provider.pod_stats()
+        (grown,) = await node.kubelet._stats_provider.pod_stats()
         assert grown.ephemeral_storage is not None and grown.ephemeral_storage.used_bytes is not None
         assert (
             grown.ephemeral_storage.used_bytes - pod.ephemeral_storage.used_bytes
@@ -235,10 +235,10 @@ async def test_set_usage_changes_a_running_container(
         (web,) = await node.apply(pod_manifest("web", {"app": "run"}))
         await node.wait_running(web)
         containers = await container_ids(node, web.uid)
-        (before,) = await node.kubelet.stats_provider.pod_stats()
+        (before,) = await node.kubelet._stats_provider.pod_stats()
         assert before.memory is not None and before.memory.working_set_bytes == 0
         node.sim.set_usage(containers["app"].id, ContainerUsage(memory_bytes=300 * MiB))
-        (after,) = await node.kubelet.stats_provider.pod_stats()
+        (after,) = await node.kubelet._stats_provider.pod_stats()
         assert after.memory is not None and after.memory.working_set_bytes == 300 * MiB
 
 
@@ -253,16 +253,16 @@ async def test_sandbox_stats_failure_falls_back_to_container_sums(
         )
         await node.wait_running(web)
         node.sim.sandbox_stats_broken = True
-        (pod,) = await node.kubelet.stats_provider.pod_stats()
+        (pod,) = await node.kubelet._stats_provider.pod_stats()
         assert pod.memory is not None and pod.memory.working_set_bytes == 12 * MiB
         assert pod.process_stats is None and pod.network is None
         asked = node.sim.sandbox_stats_calls
         await trio.sleep(299)
-        await node.kubelet.stats_provider.pod_stats()
+        await node.kubelet._stats_provider.pod_stats()
         assert node.sim.sandbox_stats_calls == asked  # not asked again for SANDBOX_STATS_RETRY
         node.sim.sandbox_stats_broken = False
         await trio.sleep(1)
-        (pod,) = await node.kubelet.stats_provider.pod_stats()
+        (pod,) = await node.kubelet._stats_provider.pod_stats()
         assert pod.process_stats is not None and pod.process_stats.process_count == 3
 
 

@@ -86,7 +86,7 @@ def test_sim_node_runs_nodes_on_the_mock_clock(harness: pytest.Pytester) -> None
             status = await a.wait_for(pod, lambda s: container_status(s).restart_count >= 3)
             assert 10 + 20 <= trio.current_time() - start < 3600  # back-off: virtual time, not real
             assert container_status(status).last_state.terminated.exit_code == 2
-            assert b.kubelet.status_manager.get(pod.uid) is None  # nodes are independent
+            assert b.kubelet.status_of(pod.uid) is None  # nodes are independent
 
         async def test_the_node_name_is_unique_per_test(sim_node):
             await sim_node("a")

@@ -13,9 +13,12 @@
   not allocated yet (``GetPreferredAllocation`` first, when the plugin offers it, to let it choose among the
   free devices) and ``PreStartContainer`` when the plugin asks for it, and returns what the answers add to
   the container's CRI config.
+- **Pod resources API.** Given the kubelet's pods, :meth:`DeviceManager.run` also serves
+  ``<root-dir>/pod-resources/kubelet.sock`` (:mod:`kubelet_trio.apis.podresources`) on the same asyncio
+  thread, the manager answering for the devices.
 - **Checkpoint.** Who holds which devices is written to ``kubelet_internal_checkpoint``, so that after a
   restart running pods keep their devices and nothing is handed out twice; a corrupt one is reported and
-  discarded.
+  discarded. It is Go's file, checksum included, so a Go kubelet's is read and ours is read by it.
 
 Each plugin's stream is a peer: whatever it does is contained at the ``grpc`` boundary, never the node's.
 """
@@ -27,7 +30,7 @@ import logging
 import os
 import re
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 import trio
@@ -36,6 +39,7 @@ import trio_util
 from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread
 from kubelet_trio.api import Pod
 from kubelet_trio.api.container import Container
+from kubelet_trio.apis.podresources import PodResourcesServer, PodsProvider, serve_pod_resources, socket_path
 from kubelet_trio.boundary import BoundaryErrors, contain
 from kubelet_trio.cm.devicemanager import checkpoint
 from kubelet_trio.cm.devicemanager.endpoint import Endpoint
@@ -111,10 +115,18 @@ class DeviceManager:
     root_dir: str
     boundary_errors: BoundaryErrors | None = None
     run_sync: RunSync = run_in_thread
+    #: the kubelet's pods (Go: the pod manager's): set, the pod resources API is served too
+    pods: PodsProvider | None = None
+    #: the admitted pods still running, and whether every pod source has spoken: the pod resources API
+    #: releases the devices of the others before it answers (Go ``UpdateAllocatedDevices``)
+    active_pods: Callable[[], Iterable[Pod]] | None = None
+    sources_ready: Callable[[], bool] = attrs.field(default=lambda: True)
+    #: Go's KubeletPodResourcesGet gate
+    pod_resources_get: bool = False
     #: counts the changes of capacity or allocatable (node status waits for it to move)
     generation: trio_util.AsyncValue[int] = attrs.Factory(lambda: trio_util.AsyncValue(0))
     _resources: dict[str, _Resource] = attrs.Factory(dict)
-    _pods: PodDevices = attrs.Factory(PodDevices)
+    _pods: PodDevices = attrs.field(init=False, factory=PodDevices)  # who holds which devices
     _dirty: trio.Event = attrs.Factory(trio.Event)  # the checkpoint is stale
     _write_lock: trio.Lock = attrs.Factory(trio.Lock)
     _nursery: trio.Nursery | None = None
@@ -127,6 +139,10 @@ class DeviceManager:
     @property
     def socket_path(self) -> str:
         return os.path.join(self.plugin_dir, KUBELET_SOCKET)
+
+    @property
+    def pod_resources_socket(self) -> str:
+        return socket_path(self.root_dir)
 
     @property
     def checkpoint_path(self) -> str:
@@ -150,6 +166,18 @@ class DeviceManager:
                         boundary_errors=self.boundary_errors,
                     )
                 )
+                if self.pods is not None:
+                    server = PodResourcesServer(self.pods, self, get_enabled=self.pod_resources_get)
+                    await nursery.start(
+                        functools.partial(
+                            serve_pod_resources,
+                            bridge,
+                            self.pod_resources_socket,
+                            server,
+                            boundary_errors=self.boundary_errors,
+                            run_sync=self.run_sync,
+                        )
+                    )
                 task_status.started()
         finally:
             self._nursery = self._bridge = None
@@ -460,6 +488,16 @@ class DeviceManager:
             entry.device_ids = tuple(preferred)
 
     # --- what is held ------------------------------------------------------------------------------
+
+    def update_allocated_devices(self) -> None:
+        """Release the devices of pods no longer active, once every pod source has spoken."""
+        if self.active_pods is None or not self.sources_ready():
+            return
+        gone = self._pods.pods() - {p.uid for p in self.active_pods()}
+        if gone:
+            logger.info("Releasing the devices of pods no longer active", extra=kv(pods=sorted(gone)))
+            self._pods.remove_pods(gone)
+            self._mark_dirty()
 
     def container_devices(self, uid: str, container: str) -> dict[str, tuple[str, ...]]:
         """resource → device IDs held by one container (the pod resources API reads it)."""

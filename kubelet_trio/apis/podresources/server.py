@@ -1,0 +1,195 @@
+"""The ``v1.PodResourcesLister`` service (Go: ``server_v1.go``, served by ``ListenAndServePodResources``).
+
+:class:`PodResourcesServer` builds the answers in Trio, from the kubelet's pods and the device manager;
+:func:`serve_pod_resources` serves them with grpclib on an asyncio thread, each call hopping into Trio.
+Go's answers, field for field: ``List`` names every pod the kubelet was given (a rejected one included,
+with no devices) and its containers, after releasing the devices of pods no longer active; each device is
+its own ``ContainerDevices`` (Go converts device by device; without topology it has no ``topology``);
+``GetAllocatableResources`` lists the healthy devices; ``Get`` answers one pod, and is off unless enabled
+(Go: the ``KubeletPodResourcesGet`` gate). Every call first takes a token from the rate limiter. There is
+no CPU or memory manager: ``cpu_ids`` and ``memory`` are always empty.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+import attrs
+import trio
+from grpclib import GRPCError, Status
+
+from kubelet_trio.aiobridge import AsyncioThread
+from kubelet_trio.api import Pod
+from kubelet_trio.api.container import Container
+from kubelet_trio.apis.podresources.ratelimit import ERROR_LIMIT_EXCEEDED, Limiter
+from kubelet_trio.apis.podresources.types import DevicesProvider, PodsProvider
+from kubelet_trio.boundary import BoundaryErrors, contain
+from kubelet_trio.cri.gen import v1 as pr
+from kubelet_trio.cri.gen.v1 import services
+from kubelet_trio.cri.grpcserver import ContainedServer
+from kubelet_trio.fsio import RunSync, run_in_thread
+from kubelet_trio.logs import kv
+
+__all__ = [
+    "SOCKET_DIR",
+    "SOCKET_NAME",
+    "PodResourcesError",
+    "PodResourcesServer",
+    "serve_pod_resources",
+    "socket_path",
+]
+
+logger = logging.getLogger(__name__)
+
+SOCKET_DIR = "pod-resources"
+SOCKET_NAME = "kubelet.sock"  # Go: podresources.Socket + ".sock"
+SHUTDOWN_GRACE = 5.0  # seconds the server gets to stop
+
+T = TypeVar("T")
+
+
+def socket_path(root_dir: str) -> str:
+    return os.path.join(root_dir, SOCKET_DIR, SOCKET_NAME)
+
+
+class PodResourcesError(Exception):
+    """A call Go answers with a plain error (gRPC ``Unknown``); ``str()`` is Go's message."""
+
+
+def _container_devices(devices: Mapping[str, Sequence[str]]) -> list[pr.ContainerDevices]:
+    """One entry per device, as Go's ``containerDevicesFromResourceDeviceInstances`` (Go's order is a
+    map's; ours is sorted)."""
+    return [
+        pr.ContainerDevices(resource_name=resource, device_ids=[device_id])
+        for resource, ids in sorted(devices.items())
+        for device_id in sorted(ids)
+    ]
+
+
+def _listed_containers(pod: Pod) -> list[Container]:
+    """The regular containers and, since Go has sidecars, the restartable init containers before them."""
+    spec = pod.spec
+    if spec is None:
+        return []
+    sidecars = [c for c in spec.init_containers or () if c.restart_policy == "Always"]
+    return [*sidecars, *(spec.containers or ())]
+
+
+@attrs.define(eq=False)
+class PodResourcesServer:
+    """The answers; ``get_enabled`` is Go's ``KubeletPodResourcesGet`` gate (off by default from 1.27 to
+    1.33; Go 1.24 has no ``Get`` and answers it ``Unimplemented``)."""
+
+    pods: PodsProvider
+    devices: DevicesProvider
+    get_enabled: bool = False
+    limiter: Limiter = attrs.Factory(Limiter)
+
+    def _resources(self, pod: Pod) -> pr.PodResources:
+        return pr.PodResources(
+            name=pod.name,
+            namespace=pod.namespace,
+            containers=[
+                pr.ContainerResources(
+                    name=c.name or "",
+                    devices=_container_devices(self.devices.container_devices(pod.uid, c.name or "")),
+                )
+                for c in _listed_containers(pod)
+            ],
+        )
+
+    def list(self) -> pr.ListPodResourcesResponse:
+        pods = self.pods()
+        self.devices.update_allocated_devices()
+        return pr.ListPodResourcesResponse(pod_resources=[self._resources(p) for p in pods])
+
+    def get_allocatable_resources(self) -> pr.AllocatableResourcesResponse:
+        return pr.AllocatableResourcesResponse(devices=_container_devices(self.devices.allocatable_devices()))
+
+    def get(self, namespace: str, name: str) -> pr.GetPodResourcesResponse:
+        if not self.get_enabled:
+            raise PodResourcesError("PodResources API Get method disabled")
+        for pod in self.pods():
+            if pod.namespace == namespace and pod.name == name:
+                return pr.GetPodResourcesResponse(pod_resources=self._resources(pod))
+        raise PodResourcesError(f"pod {name} in namespace {namespace} not found")
+
+
+class _Lister(services.PodResourcesListerBase):
+    """On the asyncio thread: each call runs in Trio, where the kubelet's state lives."""
+
+    def __init__(self, bridge: AsyncioThread, server: PodResourcesServer, errors: BoundaryErrors | None):
+        self._bridge = bridge
+        self._server = server
+        self._errors = errors
+
+    async def _answer(self, method: str, answer: Callable[[], T]) -> T:
+        async def in_trio() -> T:
+            if not self._server.limiter.allow():
+                raise GRPCError(Status.RESOURCE_EXHAUSTED, ERROR_LIMIT_EXCEEDED)
+            return answer()
+
+        try:
+            return await self._bridge.to_trio(in_trio)
+        except GRPCError:
+            raise
+        except PodResourcesError as err:
+            raise GRPCError(Status.UNKNOWN, str(err)) from None
+        except Exception as err:
+            with contain("grpc", self._errors, method=method):
+                raise
+            raise GRPCError(Status.INTERNAL, f"{type(err).__name__}: {err}") from None
+
+    async def list(self, message: pr.ListPodResourcesRequest) -> pr.ListPodResourcesResponse:
+        return await self._answer("List", self._server.list)
+
+    async def get_allocatable_resources(
+        self, message: pr.AllocatableResourcesRequest
+    ) -> pr.AllocatableResourcesResponse:
+        return await self._answer("GetAllocatableResources", self._server.get_allocatable_resources)
+
+    async def get(self, message: pr.GetPodResourcesRequest) -> pr.GetPodResourcesResponse:
+        return await self._answer("Get", lambda: self._server.get(message.pod_namespace, message.pod_name))
+
+
+def _prepare_socket(path: str) -> None:
+    os.makedirs(os.path.dirname(path), mode=0o750, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)  # a previous kubelet's
+
+
+async def serve_pod_resources(
+    bridge: AsyncioThread,
+    path: str,
+    server: PodResourcesServer,
+    *,
+    boundary_errors: BoundaryErrors | None = None,
+    run_sync: RunSync = run_in_thread,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve on the unix socket ``path`` until cancelled; ``started`` once it accepts; removed on exit."""
+    await run_sync(_prepare_socket, path)
+    grpc_server = await bridge.run_sync(
+        ContainedServer, [_Lister(bridge, server, boundary_errors)], boundary_errors
+    )
+    await bridge.call(grpc_server.start, path=path)
+    try:
+        logger.info("Serving pod resources API", extra=kv(socket=path))
+        task_status.started()
+        await trio.sleep_forever()
+    finally:
+        with trio.move_on_after(SHUTDOWN_GRACE, shield=True):
+            await bridge.run_sync(_close, grpc_server)
+            await bridge.call(grpc_server.wait_closed)
+        with trio.move_on_after(SHUTDOWN_GRACE, shield=True):
+            await trio.Path(path).unlink(missing_ok=True)
+
+
+def _close(server: ContainedServer) -> None:
+    """Stop accepting and drop the clients' connections (on the server's asyncio thread)."""
+    server.close()
+    server.close_connections()

@@ -1,0 +1,1 @@
+"""Volume plugins that reach outside the node (Go: ``pkg/volume``): CSI drivers."""
