@@ -10,6 +10,7 @@ skipped ``containerd`` test fails the session. The same holds for the tiers on a
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -68,6 +69,18 @@ def _skip_fails_ci(nodeid: str) -> bool:
         return False
     extra = next((binary for prefix, binary in EXTRA_BINARIES.items() if nodeid.startswith(prefix)), None)
     return extra is None or (Path(directory) / extra).exists()
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """A test that runs a command's ``main`` in-process configures logging for a process (root handlers,
+    ``kubelet_trio`` at the command's level); later tests' ``caplog`` must not inherit that."""
+    root, ours = logging.getLogger(), logging.getLogger("kubelet_trio")
+    saved = (root.handlers[:], root.level, ours.level)
+    yield
+    root.handlers[:] = saved[0]
+    root.setLevel(saved[1])
+    ours.setLevel(saved[2])
 
 
 @pytest.fixture(scope="session")

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +42,38 @@ def missing_prerequisites() -> list[str]:
 
 
 REMOVE_ATTEMPTS = 4
+
+
+@contextlib.contextmanager
+def private_cgroup_root(prefix: str = "kubelet-trio-test") -> Iterator[str]:
+    """A cgroup root of one test daemon's own (pass it as ``--cgroup-root``): daemons that share one
+    ``/kubepods`` take each other's pod cgroups for orphans and kill their processes, as two Go kubelets on
+    one machine would. On exit whatever still runs below it is killed and the tree removed."""
+    import signal
+
+    from kubelet_trio.cm.cgroup_manager import CgroupError, CgroupManager
+
+    name = f"{prefix}-{secrets.token_hex(4)}"
+    manager = CgroupManager()
+    manager.create((name,))
+    try:
+        yield f"/{name}"
+    finally:
+        for _ in range(REMOVE_ATTEMPTS):
+            pids = {
+                pid
+                for top in manager.paths((name,)).values()
+                for procs in Path(top).rglob("cgroup.procs")
+                for pid in procs.read_text().split()
+            }
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
+            try:
+                manager.destroy((name,))
+                break
+            except CgroupError:
+                time.sleep(0.5)
 
 
 async def stop_and_remove_sandbox(rt: Runtime, sandbox_id: str) -> None:

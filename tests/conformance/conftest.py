@@ -56,7 +56,7 @@ import trio
 
 from kubelet_trio.apimode import open_kubeconfig_client
 from kubelet_trio.client import ApiClient, NotFound
-from kubelet_trio.testing.env import LocalCriEnvironment, missing_prerequisites
+from kubelet_trio.testing.env import LocalCriEnvironment, missing_prerequisites, private_cgroup_root
 from kubelet_trio.testing.envtest import EnvtestCluster, assets, skip_reason, start_envtest
 from kubelet_trio.testing.registry import free_port
 
@@ -126,12 +126,15 @@ def _kubelet_daemon(api: EnvtestCluster, cri: LocalCriEnvironment, workdir: Path
     """``kubelet-trio --kubeconfig`` in a subprocess, until the node is Ready; SIGTERM at the end."""
     port = free_port()
     log = workdir / "kubelet.log"
+    cgroups = contextlib.ExitStack()  # a cgroup root of its own: other tests' daemons run meanwhile
+    cgroup_root = cgroups.enter_context(private_cgroup_root())
     command = [
         sys.executable, "-m", "kubelet_trio",
         "--kubeconfig", str(api.kubeconfig),
         "--container-runtime-endpoint", cri.endpoint,
         "--hostname-override", NODE,
         "--root-dir", str(workdir / "root"),
+        "--cgroup-root", cgroup_root,
         "--pod-logs-dir", str(workdir / "pods"),
         "--sync-frequency", SYNC_FREQUENCY,
         "--healthz-port", "0",
@@ -159,6 +162,7 @@ def _kubelet_daemon(api: EnvtestCluster, cri: LocalCriEnvironment, workdir: Path
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        cgroups.close()
 
 
 @pytest.fixture(scope="session")

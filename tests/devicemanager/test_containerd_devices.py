@@ -18,7 +18,7 @@ import httpx
 import pytest
 import trio
 
-from kubelet_trio.testing.env import LocalCriEnvironment, remove_all_pods
+from kubelet_trio.testing.env import LocalCriEnvironment, private_cgroup_root, remove_all_pods
 from kubelet_trio.testing.envtest import assets, skip_reason, start_envtest
 from tests.devicemanager.scenario import PLUGIN_BUILD_HINT, run_scenario
 
@@ -49,6 +49,7 @@ class TrioKubelet:
     node: str = NODE
     rejection_prefix: str = "Pod was rejected: "
     rejected_status_keys: frozenset[str] = frozenset({"phase", "reason", "message", "qosClass"})
+    cgroup_root: str = ""  # --cgroup-root ("": the default)
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -70,6 +71,7 @@ class TrioKubelet:
             "--container-runtime-endpoint", self.endpoint,
             "--hostname-override", self.node,
             "--root-dir", str(self.root_dir),
+            *(("--cgroup-root", self.cgroup_root) if self.cgroup_root else ()),
             "--pod-logs-dir", str(self.workdir / "pods"),
             "--healthz-port", "0", "--port", "0",
             "-v", "4",
@@ -126,8 +128,9 @@ def kubelet(plugin_binary: Path, cri_env: LocalCriEnvironment) -> Iterator[TrioK
     directory = assets()
     assert directory is not None
     workdir = Path(tempfile.mkdtemp(prefix="kt-dev-"))  # short: unix socket paths are limited
-    with start_envtest(directory) as cluster, cluster.http_client() as api:
+    with start_envtest(directory) as cluster, cluster.http_client() as api, private_cgroup_root() as cgroups:
         harness = TrioKubelet(api, cluster.kubeconfig, cri_env.endpoint, workdir, cri_env.images.busybox)
+        harness.cgroup_root = cgroups  # not the session's other daemons' /kubepods
         try:
             harness.start_kubelet()
             yield harness

@@ -43,7 +43,7 @@ import trio
 from kubelet_trio.apimode import open_kubeconfig_client
 from kubelet_trio.client import ApiClient
 from kubelet_trio.testing.containerd import PrivateContainerd
-from kubelet_trio.testing.env import missing_prerequisites, remove_all_pods
+from kubelet_trio.testing.env import missing_prerequisites, private_cgroup_root, remove_all_pods
 from kubelet_trio.testing.envtest import EnvtestCluster, assets, skip_reason, start_envtest
 from kubelet_trio.testing.images import build_image, busybox_layer, push_image
 from kubelet_trio.testing.registry import LocalRegistry, write_htpasswd
@@ -130,7 +130,10 @@ def setup() -> Iterator[Setup]:
         )
         plugin_config = work / "credential-providers.yaml"
         plugin_config.write_text(config_yaml(provider("registry-b-credentials", [b.address])))
-        with start_envtest(directory, service_account_admission=True) as api:
+        with (
+            start_envtest(directory, service_account_admission=True) as api,
+            private_cgroup_root() as cgroups,
+        ):
             log = work / "kubelet.log"
             command = [
                 sys.executable, "-m", "kubelet_trio",
@@ -138,6 +141,7 @@ def setup() -> Iterator[Setup]:
                 "--container-runtime-endpoint", containerd.endpoint,
                 "--hostname-override", NODE,
                 "--root-dir", str(work / "root"),
+                "--cgroup-root", cgroups,  # not the session's other daemons' /kubepods
                 "--pod-logs-dir", str(work / "pods"),
                 "--sync-frequency", "10s",
                 "--healthz-port", "0", "--port", "0",

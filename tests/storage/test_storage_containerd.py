@@ -31,7 +31,7 @@ import trio
 
 from kubelet_trio.apimode import open_kubeconfig_client
 from kubelet_trio.client import ApiClient, NotFound
-from kubelet_trio.testing.env import LocalCriEnvironment, remove_all_pods
+from kubelet_trio.testing.env import LocalCriEnvironment, private_cgroup_root, remove_all_pods
 from kubelet_trio.testing.envtest import EnvtestCluster, assets, skip_reason, start_envtest
 from kubelet_trio.testing.gokubelet import go_kubelet_command
 from kubelet_trio.testing.registry import free_port
@@ -123,7 +123,7 @@ def storage(request: pytest.FixtureRequest, cri_env: LocalCriEnvironment) -> Ite
     csi_sock.parent.mkdir(parents=True)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
-        with start_envtest(directory) as api:
+        with start_envtest(directory) as api, private_cgroup_root() as cgroup_root:
             procs["controller-manager"] = start(
                 [str(controller_manager), f"--kubeconfig={api.kubeconfig}", "--leader-elect=false",
                  "--secure-port=0", "--controllers=persistentvolume-binder,ephemeral-volume,attachdetach",
@@ -148,6 +148,7 @@ def storage(request: pytest.FixtureRequest, cri_env: LocalCriEnvironment) -> Ite
                 "--container-runtime-endpoint", cri_env.endpoint,
                 "--hostname-override", NODE,
                 "--root-dir", str(root),
+                "--cgroup-root", cgroup_root,  # not the session's other daemons' /kubepods
                 "--pod-logs-dir", str(work / "pod-logs"),
                 "--sync-frequency", "10s",
                 "--healthz-port", "0", "--port", "0", "--read-only-port", str(read_only_port),
