@@ -12,9 +12,11 @@ know gets a real gRPC status; and ``close_connections`` closes the clients' conn
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import trio
 from grpclib import GRPCError, Status
 from grpclib.const import Cardinality, Handler
 from grpclib.exceptions import StreamTerminatedError
@@ -23,8 +25,16 @@ from grpclib.server import Server, Stream
 
 from kubelet_trio.boundary import BoundaryErrors, contain
 from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.logs import kv
 
-__all__ = ["ContainedServer"]
+if TYPE_CHECKING:
+    from kubelet_trio.aiobridge import AsyncioThread
+
+__all__ = ["SHUTDOWN_GRACE", "ContainedServer", "serve_contained"]
+
+logger = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE = 5.0  # seconds a server gets to stop, and then to remove its socket
 
 #: What a request handler may raise for grpclib to handle: a status, the client cancelling, the deadline.
 _GRPCLIB_HANDLES = (GRPCError, StreamTerminatedError, TimeoutError)
@@ -112,3 +122,33 @@ class ContainedServer(Server):
         for transport in list(self.transports):
             transport.close()
         self.transports.clear()
+
+    def shutdown(self) -> None:
+        """Stop accepting and drop the peers' connections (on the server's asyncio thread)."""
+        self.close()
+        self.close_connections()
+
+
+async def serve_contained(
+    bridge: AsyncioThread,
+    handlers: list[Any],
+    path: str,
+    *,
+    what: str,
+    boundary_errors: BoundaryErrors | None = None,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``handlers`` on the unix socket ``path`` until cancelled; ``started`` once it accepts. On
+    exit the server stops, its peers' connections close and the socket is removed."""
+    server = await bridge.run_sync(ContainedServer, handlers, boundary_errors)
+    await bridge.call(server.start, path=path)
+    try:
+        logger.info("Serving gRPC", extra=kv(service=what, socket=path))
+        task_status.started()
+        await trio.sleep_forever()
+    finally:
+        with trio.move_on_after(SHUTDOWN_GRACE, shield=True):
+            await bridge.run_sync(server.shutdown)
+            await bridge.call(server.wait_closed)
+        with trio.move_on_after(SHUTDOWN_GRACE, shield=True):
+            await trio.Path(path).unlink(missing_ok=True)

@@ -20,6 +20,7 @@ import trio
 from kubelet_trio.aiobridge import AsyncioThreadSource, open_lazy_asyncio_thread
 from kubelet_trio.boundary import BoundaryErrors
 from kubelet_trio.config.inotify import IN_ALL_CHANGES, Inotify, kick_on_events
+from kubelet_trio.flowcontrol import Backoff
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.logs import kv
 from kubelet_trio.pluginmanager import operations
@@ -36,12 +37,6 @@ BACKOFF_INITIAL = 0.5
 BACKOFF_MAX = 122.0
 
 
-@attrs.define
-class _Backoff:
-    delay: float
-    until: float
-
-
 @attrs.define(eq=False)
 class PluginManager:
     """Registers the plugins that put a socket under ``sockets_dir`` (``<root-dir>/plugins_registry``)."""
@@ -54,7 +49,7 @@ class PluginManager:
     _actual: ActualState = attrs.field(factory=ActualState, init=False)
     _desired: dict[str, SocketIdentity] = attrs.field(factory=dict, init=False)
     _pending: set[str] = attrs.field(factory=set, init=False)
-    _backoff: dict[str, _Backoff] = attrs.field(factory=dict, init=False)
+    _backoff: Backoff = attrs.field(factory=lambda: Backoff(BACKOFF_INITIAL, BACKOFF_MAX), init=False)
     _watched: set[str] = attrs.field(factory=set, init=False)
 
     def add_handler(self, plugin_type: str, handler: PluginHandler) -> None:
@@ -112,8 +107,7 @@ class PluginManager:
         for socket_path, identity in self._desired.items():
             if socket_path in self._pending or self._actual.is_current(socket_path, identity):
                 continue
-            backoff = self._backoff.get(socket_path)
-            if backoff is not None and now < backoff.until:
+            if self._backoff.is_in_backoff_since_update(socket_path, now):
                 continue
             self._start(nursery, socket_path, self._register, bridge, socket_path, identity)
 
@@ -137,11 +131,9 @@ class PluginManager:
             await operations.register(bridge.get(), socket_path, identity, self._handlers, self._actual)
         except operations.RegistrationError as err:
             logger.error("operationExecutor.RegisterPlugin failed", extra=kv(path=socket_path, err=str(err)))
-            previous = self._backoff.get(socket_path)
-            delay = BACKOFF_INITIAL if previous is None else min(previous.delay * 2, BACKOFF_MAX)
-            self._backoff[socket_path] = _Backoff(delay, trio.current_time() + delay)
+            self._backoff.next(socket_path, trio.current_time())
             return
-        self._backoff.pop(socket_path, None)
+        self._backoff.reset(socket_path)
         logger.info("operationExecutor.RegisterPlugin succeeded", extra=kv(path=socket_path))
 
     async def _unregister(self, plugin: RegisteredPlugin) -> None:

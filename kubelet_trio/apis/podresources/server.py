@@ -13,7 +13,6 @@ no CPU or memory manager: ``cpu_ids`` and ``memory`` are always empty.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
@@ -30,9 +29,8 @@ from kubelet_trio.apis.podresources.types import DevicesProvider, PodsProvider
 from kubelet_trio.boundary import BoundaryErrors, contain
 from kubelet_trio.cri.gen import v1 as pr
 from kubelet_trio.cri.gen.v1 import services
-from kubelet_trio.cri.grpcserver import ContainedServer
+from kubelet_trio.cri.grpcserver import serve_contained
 from kubelet_trio.fsio import RunSync, run_in_thread
-from kubelet_trio.logs import kv
 
 __all__ = [
     "SOCKET_DIR",
@@ -43,11 +41,9 @@ __all__ = [
     "socket_path",
 ]
 
-logger = logging.getLogger(__name__)
 
 SOCKET_DIR = "pod-resources"
 SOCKET_NAME = "kubelet.sock"  # Go: podresources.Socket + ".sock"
-SHUTDOWN_GRACE = 5.0  # seconds the server gets to stop
 
 T = TypeVar("T")
 
@@ -173,23 +169,11 @@ async def serve_pod_resources(
 ) -> None:
     """Serve on the unix socket ``path`` until cancelled; ``started`` once it accepts; removed on exit."""
     await run_sync(_prepare_socket, path)
-    grpc_server = await bridge.run_sync(
-        ContainedServer, [_Lister(bridge, server, boundary_errors)], boundary_errors
+    await serve_contained(
+        bridge,
+        [_Lister(bridge, server, boundary_errors)],
+        path,
+        what="pod resources API",
+        boundary_errors=boundary_errors,
+        task_status=task_status,
     )
-    await bridge.call(grpc_server.start, path=path)
-    try:
-        logger.info("Serving pod resources API", extra=kv(socket=path))
-        task_status.started()
-        await trio.sleep_forever()
-    finally:
-        with trio.move_on_after(SHUTDOWN_GRACE, shield=True):
-            await bridge.run_sync(_close, grpc_server)
-            await bridge.call(grpc_server.wait_closed)
-        with trio.move_on_after(SHUTDOWN_GRACE, shield=True):
-            await trio.Path(path).unlink(missing_ok=True)
-
-
-def _close(server: ContainedServer) -> None:
-    """Stop accepting and drop the clients' connections (on the server's asyncio thread)."""
-    server.close()
-    server.close_connections()

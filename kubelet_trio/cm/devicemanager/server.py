@@ -9,7 +9,6 @@ too, which grpclib's ``Server.close`` leaves open.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -20,14 +19,9 @@ from kubelet_trio.boundary import BoundaryErrors, contain
 from kubelet_trio.cm.devicemanager.errors import RegistrationError
 from kubelet_trio.cri.gen import v1beta1 as dp
 from kubelet_trio.cri.gen.v1beta1 import services
-from kubelet_trio.cri.grpcserver import ContainedServer
-from kubelet_trio.logs import kv
+from kubelet_trio.cri.grpcserver import serve_contained
 
-__all__ = ["close_server", "serve_registration"]
-
-logger = logging.getLogger(__name__)
-
-SHUTDOWN_GRACE = 5.0  # seconds the server gets to stop
+__all__ = ["serve_registration"]
 
 Register = Callable[[dp.RegisterRequest], Awaitable[None]]
 
@@ -59,23 +53,11 @@ async def serve_registration(
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until cancelled; ``started`` once the socket accepts. The socket is removed on exit."""
-    server = await bridge.run_sync(
-        ContainedServer, [_Registration(bridge, register, boundary_errors)], boundary_errors
+    await serve_contained(
+        bridge,
+        [_Registration(bridge, register, boundary_errors)],
+        socket_path,
+        what="device plugin registration",
+        boundary_errors=boundary_errors,
+        task_status=task_status,
     )
-    await bridge.call(server.start, path=socket_path)
-    try:
-        logger.info("Serving device plugin registration", extra=kv(socket=socket_path))
-        task_status.started()
-        await trio.sleep_forever()
-    finally:
-        with trio.move_on_after(SHUTDOWN_GRACE, shield=True):
-            await bridge.run_sync(close_server, server)
-            await bridge.call(server.wait_closed)
-        with trio.move_on_after(SHUTDOWN_GRACE, shield=True):
-            await trio.Path(socket_path).unlink(missing_ok=True)
-
-
-def close_server(server: ContainedServer) -> None:
-    """Stop accepting and drop the plugins' connections (on the server's asyncio thread)."""
-    server.close()
-    server.close_connections()

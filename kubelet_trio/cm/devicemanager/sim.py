@@ -9,6 +9,7 @@ and, per device, a read-only mount of ``<plugin dir>/<id>`` at ``/dev-info/<id>`
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections.abc import AsyncIterator, Sequence
 
@@ -19,10 +20,9 @@ from grpclib.client import Channel
 
 from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread
 from kubelet_trio.cm.devicemanager.manager import HEALTHY, KUBELET_SOCKET, SUPPORTED_VERSIONS
-from kubelet_trio.cm.devicemanager.server import close_server
 from kubelet_trio.cri.gen import v1beta1 as dp
 from kubelet_trio.cri.gen.v1beta1 import services
-from kubelet_trio.cri.grpcserver import ContainedServer
+from kubelet_trio.cri.grpcserver import serve_contained
 
 __all__ = ["SimDevicePlugin"]
 
@@ -143,10 +143,12 @@ class SimDevicePlugin:
     async def run(
         self, *, register: bool = True, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        async with open_asyncio_thread() as bridge:
+        async with open_asyncio_thread() as bridge, trio.open_nursery() as nursery:
             self._bridge = bridge
-            server = await bridge.run_sync(ContainedServer, [_Service(self)])
-            await bridge.call(server.start, path=self.socket)
+            serve = functools.partial(
+                serve_contained, bridge, [_Service(self)], self.socket, what=self.resource
+            )
+            await nursery.start(serve)
             try:
                 if register:
                     await self.register()
@@ -154,7 +156,3 @@ class SimDevicePlugin:
                 await trio.sleep_forever()
             finally:
                 self._bridge = None
-                with trio.move_on_after(5, shield=True):
-                    await bridge.run_sync(close_server, server)
-                    await bridge.call(server.wait_closed)
-                    await trio.Path(self.socket).unlink(missing_ok=True)

@@ -227,14 +227,7 @@ class CsiVolumePlugin:
         """Stage (if the driver stages) and publish ``spec`` for ``pod``; returns the target path."""
         client = self._client(spec.driver)
         target = self.target_path(pod.uid, spec.spec_name)
-        data = {
-            "specVolID": spec.spec_name,
-            "volumeHandle": spec.volume_handle,
-            "driverName": spec.driver,
-            "nodeName": self.node_name,
-            "attachmentID": attachment_name(spec.volume_handle, spec.driver, self.node_name),
-            "volumeLifecycleMode": spec.lifecycle,
-        }
+        data = {**self._vol_data(spec), "volumeLifecycleMode": spec.lifecycle}
         if await self.run_sync(self._published, target, data):
             return target  # adopted: a restarted kubelet finds it mounted
         staging = ""
@@ -279,6 +272,16 @@ class CsiVolumePlugin:
         )
         return target
 
+    def _vol_data(self, spec: CsiVolumeSpec) -> dict[str, str]:
+        """Go's ``vol_data.json`` of a staged volume (a published one adds its lifecycle mode)."""
+        return {
+            "specVolID": spec.spec_name,
+            "volumeHandle": spec.volume_handle,
+            "driverName": spec.driver,
+            "nodeName": self.node_name,
+            "attachmentID": attachment_name(spec.volume_handle, spec.driver, self.node_name),
+        }
+
     def _published(self, target: str, data: Mapping[str, str]) -> bool:
         found = _load(os.path.dirname(target))
         return (
@@ -291,13 +294,7 @@ class CsiVolumePlugin:
     async def _stage(
         self, client: CsiClient, spec: CsiVolumeSpec, staging: str, publish_context: Mapping[str, str]
     ) -> None:
-        data = {
-            "specVolID": spec.spec_name,
-            "volumeHandle": spec.volume_handle,
-            "driverName": spec.driver,
-            "nodeName": self.node_name,
-            "attachmentID": attachment_name(spec.volume_handle, spec.driver, self.node_name),
-        }
+        data = self._vol_data(spec)
         if await self.run_sync(self._published, staging, data):
             return
         await self.run_sync(os.makedirs, staging, 0o750, True)

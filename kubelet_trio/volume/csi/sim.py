@@ -10,6 +10,7 @@ pod lifecycle are exercised without a kernel.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 
@@ -22,7 +23,7 @@ from kubelet_trio.cri.gen import pluginregistration as reg
 from kubelet_trio.cri.gen.csi import v1 as csi
 from kubelet_trio.cri.gen.csi.v1.services import NodeBase
 from kubelet_trio.cri.gen.pluginregistration.services import RegistrationBase
-from kubelet_trio.cri.grpcserver import ContainedServer
+from kubelet_trio.cri.grpcserver import SHUTDOWN_GRACE, ContainedServer, serve_contained
 from kubelet_trio.pluginmanager import CSI_PLUGIN
 
 __all__ = ["SimCsiDriver"]
@@ -168,7 +169,7 @@ class SimCsiDriver:
     async def disappear(self) -> None:
         """Remove the registration socket (the kubelet deregisters the driver); the Node service stays."""
         if self._bridge is not None and self._registration is not None:
-            await self._bridge.run_sync(self._registration.close)
+            await self._bridge.run_sync(self._registration.shutdown)
             await self._bridge.call(self._registration.wait_closed)
             self._registration = None
         await trio.Path(self.registration_socket).unlink(missing_ok=True)
@@ -176,19 +177,16 @@ class SimCsiDriver:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await trio.Path(self.socket_dir).mkdir(parents=True, exist_ok=True)
         await trio.Path(self.registry_dir).mkdir(parents=True, exist_ok=True)
-        async with open_asyncio_thread() as bridge:
+        async with open_asyncio_thread() as bridge, trio.open_nursery() as nursery:
             self._bridge = bridge
-            node = await bridge.run_sync(ContainedServer, [_Node(self)])
-            await bridge.call(node.start, path=self.socket)
+            node = [_Node(self)]
+            await nursery.start(functools.partial(serve_contained, bridge, node, self.socket, what=self.name))
             self._registration = await bridge.run_sync(ContainedServer, [_Registration(self)])
             await bridge.call(self._registration.start, path=self.registration_socket)
             try:
                 task_status.started()
                 await trio.sleep_forever()
             finally:
-                with trio.move_on_after(5, shield=True):
+                with trio.move_on_after(SHUTDOWN_GRACE, shield=True):
                     await self.disappear()
-                    await bridge.run_sync(node.close)
-                    await bridge.call(node.wait_closed)
-                    await trio.Path(self.socket).unlink(missing_ok=True)
                 self._bridge = None
