@@ -56,6 +56,7 @@ __all__ = [
     "IMAGE_MINIMUM_GC_AGE",
     "KUBE_API_BURST",
     "KUBE_API_QPS",
+    "KUBE_RESERVED_CGROUP",
     "LOGGING_FORMAT",
     "LOGGING_VERBOSITY",
     "LOG_FLUSH_FREQUENCY",
@@ -86,6 +87,7 @@ __all__ = [
     "SHUTDOWN_GRACE_PERIOD_CRITICAL_PODS",
     "STREAMING_CONNECTION_IDLE_TIMEOUT",
     "SYNC_FREQUENCY",
+    "SYSTEM_RESERVED_CGROUP",
     "TLS_MIN_VERSION",
     "VOLUME_STATS_AGG_PERIOD",
 ]
@@ -126,6 +128,8 @@ CGROUPS_PER_QOS = True  # cgroupsPerQOS (the daemon on a real runtime; embedded 
 CGROUP_ROOT = ""  # cgroupRoot ("": the root cgroup)
 ENFORCE_NODE_ALLOCATABLE = ("pods",)  # enforceNodeAllocatable
 POD_PIDS_LIMIT = -1  # podPidsLimit (-1: no pod-level limit)
+KUBE_RESERVED_CGROUP = ""  # kubeReservedCgroup ("": none; needed to enforce kube-reserved)
+SYSTEM_RESERVED_CGROUP = ""  # systemReservedCgroup ("": none; needed to enforce system-reserved)
 CPU_CFS_QUOTA = True  # cpuCFSQuota
 CPU_CFS_QUOTA_PERIOD = 0.1  # cpuCFSQuotaPeriod 100ms
 OOM_SCORE_ADJ = -999  # oomScoreAdj: the kubelet process's own

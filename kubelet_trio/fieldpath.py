@@ -10,30 +10,10 @@ from collections.abc import Mapping
 
 from kubelet_trio.api import Container, Pod, Quantity, ResourceFieldSelector
 from kubelet_trio.cm.allocatable import NodeAllocatable
+from kubelet_trio.logs import go_quote
 from kubelet_trio.objects import EnvError
 
-__all__ = ["container_resource_value", "extract_field_path", "format_map", "go_quote"]
-
-
-def go_quote(text: str) -> str:
-    """Go's ``%q`` (``strconv.Quote``) for a string."""
-    out = ['"']
-    for ch in text:
-        code = ord(ch)
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch in "\a\b\f\n\r\t\v":
-            out.append(
-                {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch, "\\v")
-            )
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\x{code:02x}")
-        elif not ch.isprintable():
-            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+__all__ = ["container_resource_value", "extract_field_path", "format_map"]
 
 
 def format_map(values: Mapping[str, str] | None) -> str:

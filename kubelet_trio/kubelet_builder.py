@@ -264,6 +264,7 @@ def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
             active_pods=calls.active_pods,
             runtime=runtime,
             record_node_event=node_events,
+            observe_operation=metrics.observe_cgroup_operation,
             cgroup_fs_root=deps.cgroup_fs_root,
             run_sync=run_sync,
         )

@@ -323,6 +323,7 @@ class KubeletMetrics:
     rest_client_request_duration: Histogram = attrs.field(init=False)
     node_config_error: Gauge = attrs.field(init=False)
     storage_operation_duration: Histogram = attrs.field(init=False)
+    cgroup_manager_duration: Histogram = attrs.field(init=False)
     _node: _NodeCollector = attrs.Factory(_NodeCollector)
     probes_registry: CollectorRegistry = attrs.field(init=False)
     prober_probes: Counter = attrs.field(init=False)
@@ -404,6 +405,12 @@ class KubeletMetrics:
             "Storage operation duration",
             ["volume_plugin", "operation_name", "status", "migrated"],
             buckets=STORAGE_OPERATION_BUCKETS,
+            registry=r,
+        )
+        self.cgroup_manager_duration = Histogram(  # prometheus_client's default buckets are Go's DefBuckets
+            "kubelet_cgroup_manager_duration_seconds",
+            "Duration in seconds for cgroup manager operations. Broken down by method.",
+            ["operation_type"],
             registry=r,
         )
         ProcessCollector(registry=r)
@@ -533,6 +540,10 @@ class KubeletMetrics:
         self.runtime_operations_duration.labels(operation).observe(duration)
         if error:
             self.runtime_operations_errors.labels(operation).inc()
+
+    def observe_cgroup_operation(self, operation: str, duration: float) -> None:
+        if self.enabled:
+            self.cgroup_manager_duration.labels(operation).observe(duration)
 
     # -- computed at scrape time -------------------------------------------------------------------
 

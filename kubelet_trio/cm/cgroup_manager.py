@@ -26,7 +26,7 @@ from typing import Final, Literal
 import attrs
 
 from kubelet_trio.cm.helpers import ResourceConfig
-from kubelet_trio.logs import kv
+from kubelet_trio.logs import go_quote, kv
 
 __all__ = [
     "CGROUPFS",
@@ -114,6 +114,11 @@ def parse_systemd_to_cgroup_name(path: str) -> CgroupName:
     if not base:
         return ROOT_CGROUP_NAME
     return tuple(_unescape_systemd(part) for part in base.split("-"))
+
+
+def _go_name(cgroup: CgroupName) -> str:
+    """A cgroup name as Go's ``%q`` prints its ``CgroupName`` (``["kube-reserved"]``)."""
+    return "[" + " ".join(go_quote(component) for component in cgroup) + "]"
 
 
 def cgroup_version(root: str = CGROUP_ROOT) -> int:
@@ -252,6 +257,32 @@ class CgroupManager:
             return os.path.isdir(paths[""])
         required = [p for h, p in paths.items() if h in REQUIRED_V1]
         return bool(required) and all(os.path.isdir(p) for p in required)
+
+    def validate(self, cgroup: CgroupName) -> None:
+        """Raise :class:`CgroupError` unless ``cgroup`` exists everywhere the kubelet would write its
+        limits (Go: ``Validate``, with its texts): v1, in each hierarchy of :data:`REQUIRED_V1` mounted;
+        v2, with each of :data:`V2_CONTROLLERS` the machine has enabled in it."""
+        paths = self.paths(cgroup)
+        if self.version == 2:
+            try:
+                enabled = set(_read(os.path.join(paths[""], "cgroup.controllers")).split())
+            except OSError as err:
+                raise CgroupError(f"could not read controllers for cgroup {_go_name(cgroup)}: {err}") from err
+            try:
+                available = set(_read(os.path.join(self.root, "cgroup.controllers")).split())
+            except OSError:
+                available = set(V2_CONTROLLERS)
+            missing = sorted((available & set(V2_CONTROLLERS)) - enabled)
+            if missing:
+                raise CgroupError(
+                    f"cgroup {_go_name(cgroup)} has some missing controllers: {', '.join(missing)}"
+                )
+            return
+        absent = [
+            path for hierarchy, path in paths.items() if hierarchy in REQUIRED_V1 and not os.path.isdir(path)
+        ]
+        if absent:
+            raise CgroupError(f"cgroup {_go_name(cgroup)} has some missing paths: {', '.join(absent)}")
 
     def pids(self, cgroup: CgroupName) -> list[int]:
         """Every process in ``cgroup`` or below it, in any hierarchy."""

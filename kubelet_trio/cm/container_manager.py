@@ -46,11 +46,14 @@ from kubelet_trio.cm.cgroup_manager import (
 from kubelet_trio.cm.helpers import ResourceConfig
 from kubelet_trio.cm.node_container_manager import (
     FAILED_NODE_ALLOCATABLE_ENFORCEMENT,
+    KUBE_RESERVED_ENFORCEMENT_KEY,
     KUBEPODS_CGROUP,
     NODE_ALLOCATABLE_ENFORCED,
     PODS_ENFORCEMENT_KEY,
+    SYSTEM_RESERVED_ENFORCEMENT_KEY,
     NodeCapacity,
     kubepods_resource_config,
+    reserved_resource_config,
 )
 from kubelet_trio.cm.pod_container_manager import PodContainerManager
 from kubelet_trio.cm.qos_container_manager import (
@@ -59,7 +62,7 @@ from kubelet_trio.cm.qos_container_manager import (
     QOSContainersInfo,
 )
 from kubelet_trio.fsio import RunSync, run_in_thread
-from kubelet_trio.logs import kv
+from kubelet_trio.logs import go_quote, kv
 
 if TYPE_CHECKING:
     from kubelet_trio.cri.runtime import RuntimeService
@@ -85,6 +88,9 @@ SYSTEMD_RUNNING = "/run/systemd/system"  # sd_booted()
 REQUIRED_V1_CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory")
 
 NodeEventRecorder = Callable[[str, str, str], None]  # (type, reason, message)
+#: (operation, seconds): ``create``, ``update`` and ``destroy`` of a cgroup, as Go's
+#: ``kubelet_cgroup_manager_duration_seconds`` counts them
+OperationObserver = Callable[[str, float], None]
 
 
 class CgroupDriverMismatch(CgroupError):
@@ -102,6 +108,8 @@ class NodeConfig:
     pod_pids_limit: int = defaults.POD_PIDS_LIMIT  # podPidsLimit
     kube_reserved: Mapping[str, str] = attrs.field(factory=dict)  # kubeReserved
     system_reserved: Mapping[str, str] = attrs.field(factory=dict)  # systemReserved
+    kube_reserved_cgroup: str = defaults.KUBE_RESERVED_CGROUP  # kubeReservedCgroup
+    system_reserved_cgroup: str = defaults.SYSTEM_RESERVED_CGROUP  # systemReservedCgroup
     cpu_cfs_quota: bool = defaults.CPU_CFS_QUOTA  # cpuCFSQuota
     cpu_cfs_quota_period: int = round(defaults.CPU_CFS_QUOTA_PERIOD * 1e6)  # cpuCFSQuotaPeriod, µs
 
@@ -177,13 +185,15 @@ class ContainerManager:
 
     ``active_pods`` lists the pods admitted and not yet terminated (for the Burstable tier's shares);
     ``runtime``, when given, is asked for its cgroup driver at start; ``record_node_event`` receives
-    the Node's allocatable-enforcement events."""
+    the Node's allocatable-enforcement events; ``observe_operation`` the time each cgroup create,
+    update and destroy took."""
 
     config: NodeConfig = attrs.Factory(NodeConfig)
     capacity: NodeCapacity | None = None  # None: read from this machine at start
     active_pods: Callable[[], Sequence[Pod]] = list
     runtime: RuntimeService | None = None
     record_node_event: NodeEventRecorder | None = None
+    observe_operation: OperationObserver | None = None
     cgroup_fs_root: str = CGROUP_ROOT
     run_sync: RunSync = run_in_thread
     cgroups: CgroupManager = attrs.field(init=False)
@@ -192,6 +202,8 @@ class ContainerManager:
 
     def __attrs_post_init__(self) -> None:
         self.cgroups = CgroupManager(driver=self.config.cgroup_driver, root=self.cgroup_fs_root)
+        if self.observe_operation is not None:
+            self.run_sync = _timed(self.run_sync, self.cgroups, self.observe_operation)
         info = QOSContainersInfo.under(self.node_allocatable_root)
         self.qos = QOSContainerManager(
             self.cgroups, info, active_pods=self.active_pods, run_sync=self.run_sync
@@ -280,6 +292,7 @@ class ContainerManager:
         async with trio.open_nursery() as nursery:
             await nursery.start(self._enforce_node_allocatable, kubepods)
             await self.qos.start()
+            await self._enforce_reserved_cgroups()
             task_status.started()
             async with aclosing(trio_util.periodic(PERIODIC_QOS_CGROUP_UPDATE_INTERVAL)) as ticks:
                 async for _ in ticks:
@@ -332,7 +345,9 @@ class ContainerManager:
             try:
                 await self.run_sync(self.cgroups.update, root, kubepods)
             except CgroupError as err:
-                message = f"Failed to update Node Allocatable Limits {self.cgroups.name(root)!r}: {err}"
+                message = (
+                    f"Failed to update Node Allocatable Limits {go_quote(self.cgroups.name(root))}: {err}"
+                )
                 logger.warning("failed to enforce node allocatable", extra=kv(err=err))
                 self._node_event("Warning", FAILED_NODE_ALLOCATABLE_ENFORCEMENT, message)
                 await trio.sleep(ENFORCE_RETRY_INTERVAL)
@@ -342,6 +357,50 @@ class ContainerManager:
             )
             return
 
+    async def _enforce_reserved_cgroups(self) -> None:
+        """Limit the existing system-reserved and kube-reserved cgroups to their reservations when
+        ``enforceNodeAllocatable`` names them; one that is missing or refuses fails the start (Go:
+        ``enforceExistingCgroup``), so the operator learns at once that the daemons are not contained."""
+        enforce = self.config.enforce_node_allocatable
+        for key, title, path, reserved in (
+            (SYSTEM_RESERVED_ENFORCEMENT_KEY, "System Reserved", self.config.system_reserved_cgroup,
+             self.config.system_reserved),
+            (KUBE_RESERVED_ENFORCEMENT_KEY, "Kube Reserved", self.config.kube_reserved_cgroup,
+             self.config.kube_reserved),
+        ):  # fmt: skip
+            if key not in enforce:
+                continue
+            name = self.cgroups.cgroup_name(path)
+            try:
+                await self.run_sync(self.cgroups.validate, name)
+                await self.run_sync(self.cgroups.update, name, reserved_resource_config(reserved))
+            except CgroupError as err:
+                message = f"Failed to enforce {title} Cgroup Limits on {go_quote(path)}: {err}"
+                self._node_event("Warning", FAILED_NODE_ALLOCATABLE_ENFORCEMENT, message)
+                raise CgroupError(message) from err
+            logger.info("reserved cgroup limited", extra=kv(cgroup=path, limits=dict(reserved)))
+            self._node_event(
+                "Normal", NODE_ALLOCATABLE_ENFORCED, f"Updated limits on {title.lower()} cgroup {path}"
+            )
+
     def _node_event(self, kind: str, reason: str, message: str) -> None:
         if self.record_node_event is not None:
             self.record_node_event(kind, reason, message)
+
+
+def _timed(run_sync: RunSync, cgroups: CgroupManager, observe: OperationObserver) -> RunSync:
+    """``run_sync`` that reports how long each create, update and destroy of ``cgroups`` took (the
+    thread hop included: the time as the kubelet waits for it), failed ones too, as Go's does."""
+    operations = {cgroups.create: "create", cgroups.update: "update", cgroups.destroy: "destroy"}
+
+    async def run(fn: Callable[..., Any], *args: Any) -> Any:
+        operation = operations.get(fn)
+        if operation is None:
+            return await run_sync(fn, *args)
+        began = trio.current_time()
+        try:
+            return await run_sync(fn, *args)
+        finally:
+            observe(operation, trio.current_time() - began)
+
+    return run

@@ -142,6 +142,8 @@ def _cgroups(options: KubeletOptions) -> NodeConfig | None:
         pod_pids_limit=options.pod_max_pids,
         kube_reserved=dict(options.kube_reserved),
         system_reserved=dict(options.system_reserved),
+        kube_reserved_cgroup=options.kube_reserved_cgroup,
+        system_reserved_cgroup=options.system_reserved_cgroup,
         cpu_cfs_quota=options.cpu_cfs_quota,
         cpu_cfs_quota_period=round(options.cpu_cfs_quota_period * 1_000_000),
     )

@@ -11,7 +11,7 @@ names where the concept exists; the file (``--config``, ``apiVersion: kubelet.co
   left out of a file that sets ``maxParallelImagePulls`` above 1 is false, as Go defaults it.
 - Unknown keys in the file are reported as one warning naming them; they do not stop the kubelet.
 - Security-relevant upstream settings this kubelet does not enforce (:data:`UNENFORCED`:
-  ``protectKernelDefaults``, ``seccompDefault``, ``kubeReservedCgroup``, ...) are accepted the same
+  ``protectKernelDefaults``, ``seccompDefault``, ...) are accepted the same
   way as a flag and as a key: a value that asks for the protection gets a warning of its own, one per
   setting, naming it as not enforced; a value that asks for nothing (``protectKernelDefaults: false``)
   is accepted silently.
@@ -305,5 +305,5 @@ def load_options(argv: Sequence[str]) -> tuple[KubeletOptions, list[OptionsWarni
         )
     except TypeError as err:  # pragma: no cover - SETTINGS and KubeletOptions disagree
         raise OptionsError(str(err)) from None
-    validate(options, {key: value for key, (value, _) in unenforced.items()})
+    validate(options)
     return options, warnings

@@ -342,10 +342,31 @@ class KubeletOptions:
         parse=parsers.strings,
         default=defaults.ENFORCE_NODE_ALLOCATABLE,
         help="what node allocatable is enforced on with cgroups: pods (kubepods limited to allocatable),"
-        " or none",
+        " system-reserved and kube-reserved (their cgroups limited to the reservations), or none",
         group=G_NODE,
         metavar="LEVELS",
         repeatable=True,
+    )
+    kube_reserved_cgroup: str = setting(
+        flag="--kube-reserved-cgroup",
+        key="kubeReservedCgroup",
+        parse=parsers.string,
+        default=defaults.KUBE_RESERVED_CGROUP,
+        help="the existing cgroup of the Kubernetes daemons, limited to --kube-reserved when"
+        " --enforce-node-allocatable names kube-reserved (an absolute cgroupfs path, or a slice name with"
+        " the systemd driver)",
+        group=G_NODE,
+        metavar="CGROUP",
+    )
+    system_reserved_cgroup: str = setting(
+        flag="--system-reserved-cgroup",
+        key="systemReservedCgroup",
+        parse=parsers.string,
+        default=defaults.SYSTEM_RESERVED_CGROUP,
+        help="the existing cgroup of the OS daemons, limited to --system-reserved when"
+        " --enforce-node-allocatable names system-reserved",
+        group=G_NODE,
+        metavar="CGROUP",
     )
     pod_max_pids: int = setting(
         flag="--pod-max-pids",
@@ -1079,8 +1100,7 @@ class Unenforced:
 
 
 #: Go's KubeletConfiguration fields (with their flags) that guard the node or its pods and that this
-#: kubelet does not implement (pod cgroups are; the kube-reserved and system-reserved cgroups are not
-#: limited).
+#: kubelet does not implement.
 UNENFORCED: tuple[Unenforced, ...] = (
     Unenforced(
         flag="--protect-kernel-defaults",
@@ -1090,20 +1110,6 @@ UNENFORCED: tuple[Unenforced, ...] = (
         effect="the kernel tunables the kubelet depends on (vm.overcommit_memory, vm.panic_on_oom,"
         " kernel.panic, kernel.panic_on_oops, kernel.keys.*) are neither checked nor refused when they"
         " differ",
-    ),
-    Unenforced(
-        flag="--kube-reserved-cgroup",
-        key="kubeReservedCgroup",
-        parse=parsers.string,
-        requests=bool,
-        effect="the kube-reserved cgroup is not limited",
-    ),
-    Unenforced(
-        flag="--system-reserved-cgroup",
-        key="systemReservedCgroup",
-        parse=parsers.string,
-        requests=bool,
-        effect="the system-reserved cgroup is not limited",
     ),
     Unenforced(
         flag="--seccomp-default",

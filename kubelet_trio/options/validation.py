@@ -6,11 +6,11 @@ Several errors are reported together as Go's ``utilerrors.NewAggregate`` prints 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kubelet_trio import defaults
 from kubelet_trio.clock import go_duration
+from kubelet_trio.cm.node_container_manager import ENFORCEMENT_KEYS
 from kubelet_trio.eviction import EvictionConfigError, parse_thresholds
 from kubelet_trio.options.errors import OptionsError
 
@@ -48,13 +48,12 @@ def image_pull_errors(options: KubeletOptions) -> list[str]:
 
 
 #: enforceNodeAllocatable's values (Go: ``kubetypes.NodeAllocatableEnforcementKey`` and the others)
-PODS, SYSTEM_RESERVED, KUBE_RESERVED, NONE = "pods", "system-reserved", "kube-reserved", "none"
+PODS, SYSTEM_RESERVED, KUBE_RESERVED, NONE = ENFORCEMENT_KEYS
 
 
-def cgroup_errors(options: KubeletOptions, unenforced: Mapping[str, Any]) -> list[str]:
-    """Go's checks of ``cgroupsPerQOS``, ``enforceNodeAllocatable``, ``cpuCFSQuotaPeriod`` and
-    ``oomScoreAdj``, with Go's texts; ``unenforced`` holds ``kubeReservedCgroup`` and
-    ``systemReservedCgroup`` when given."""
+def cgroup_errors(options: KubeletOptions) -> list[str]:
+    """Go's checks of ``cgroupsPerQOS``, ``enforceNodeAllocatable`` (with the reserved cgroups it
+    names), ``cpuCFSQuotaPeriod`` and ``oomScoreAdj``, with Go's texts."""
     errors = []
     enforce = options.enforce_node_allocatable
     if not options.cgroups_per_qos and enforce:
@@ -76,12 +75,12 @@ def cgroup_errors(options: KubeletOptions, unenforced: Mapping[str, Any]) -> lis
     for value in enforce:
         if value == PODS:
             continue
-        if value == SYSTEM_RESERVED and not unenforced.get("systemReservedCgroup"):
+        if value == SYSTEM_RESERVED and not options.system_reserved_cgroup:
             errors.append(
                 "invalid configuration: systemReservedCgroup (--system-reserved-cgroup) must be specified"
                 f' when "{SYSTEM_RESERVED}" contained in enforceNodeAllocatable (--enforce-node-allocatable)'
             )
-        elif value == KUBE_RESERVED and not unenforced.get("kubeReservedCgroup"):
+        elif value == KUBE_RESERVED and not options.kube_reserved_cgroup:
             errors.append(
                 "invalid configuration: kubeReservedCgroup (--kube-reserved-cgroup) must be specified"
                 f' when "{KUBE_RESERVED}" contained in enforceNodeAllocatable (--enforce-node-allocatable)'
@@ -100,9 +99,8 @@ def cgroup_errors(options: KubeletOptions, unenforced: Mapping[str, Any]) -> lis
     return errors
 
 
-def validate(options: KubeletOptions, unenforced: Mapping[str, Any] | None = None) -> None:
-    """Raise :class:`OptionsError` naming what is wrong across ``options`` (``unenforced``: the values
-    of the :data:`~kubelet_trio.options.settings.UNENFORCED` settings given, by key)."""
+def validate(options: KubeletOptions) -> None:
+    """Raise :class:`OptionsError` naming what is wrong across ``options``."""
     errors = []
     try:  # the soft thresholds and their grace periods go together
         parse_thresholds(
@@ -119,6 +117,6 @@ def validate(options: KubeletOptions, unenforced: Mapping[str, Any] | None = Non
             f" greater than imageGCHighThresholdPercent ({options.image_gc_high_threshold})"
         )
     errors += image_pull_errors(options)
-    errors += cgroup_errors(options, unenforced or {})
+    errors += cgroup_errors(options)
     if errors:
         raise OptionsError(errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")

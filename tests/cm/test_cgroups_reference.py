@@ -1,7 +1,7 @@
 """The pod cgroup tree against the Go kubelet 1.24 (``kubelet-go``): both build their tree for the same
 pods and settings on the same machine, each under a cgroup root of its own, and the kernel's files must
 hold the same values (kubepods from allocatable, the tiers' shares, each pod's shares, quota, memory
-limit and pids limit).
+limit and pids limit, and the kube-reserved cgroup limited to the reservation).
 
 The Go kubelet runs standalone on the private containerd with static pods; kubelet-trio's container
 manager builds its tree directly (no containers: the values are the manager's alone). Go's pod cgroups
@@ -45,7 +45,9 @@ RESOURCES: dict[str, dict[str, Any]] = {
     "besteffort": {},
     "burstable-limited": {"requests": {"cpu": "100m"}, "limits": {"cpu": "200m", "memory": "64Mi"}},
 }
-KUBE_RESERVED = {"cpu": "500m", "memory": "1Gi"}
+KUBE_RESERVED = {"cpu": "500m", "memory": "1Gi", "pid": "1000"}
+ENFORCE = "pods,kube-reserved"
+RESERVED_CGROUP = "kube-reserved"  # made under each root before the kubelet starts, as an operator would
 PIDS = 64
 NODE = "go-cgroups"
 FILES = {
@@ -56,8 +58,15 @@ FILES = {
 
 
 def dump(root: str, names: dict[str, str]) -> dict[str, dict[str, str]]:
-    """``kubepods``, its tiers and pod cgroups (pods by name) → file → value."""
-    values: dict[str, dict[str, str]] = {}
+    """``kubepods``, its tiers and pod cgroups (pods by name), and the kube-reserved cgroup → file →
+    value."""
+    values: dict[str, dict[str, str]] = {
+        RESERVED_CGROUP: {
+            filename: (SYSFS / hierarchy / root.lstrip("/") / RESERVED_CGROUP / filename).read_text().strip()
+            for hierarchy, files in FILES.items()
+            for filename in files
+        }
+    }
     for hierarchy, files in FILES.items():
         base = SYSFS / hierarchy / root.lstrip("/") / "kubepods"
         for directory in [base, *sorted(base.rglob("*"))]:
@@ -80,6 +89,7 @@ def roots() -> Iterator[tuple[str, str]]:
     names = (f"/kt-go-{secrets.token_hex(3)}", f"/kt-trio-{secrets.token_hex(3)}")
     for name in names:
         manager.create((name[1:],))
+        manager.create((name[1:], RESERVED_CGROUP))
     yield names
     for name in names:
         for pid in manager.pids((name[1:],)):  # anything the Go kubelet's pods left behind
@@ -112,8 +122,9 @@ def run_go_kubelet(env: LocalCriEnvironment, work: Path, root: str) -> subproces
         "--cgroups-per-qos=true",
         f"--cgroup-root={root}",
         "--cgroup-driver=cgroupfs",
-        "--enforce-node-allocatable=pods",
+        f"--enforce-node-allocatable={ENFORCE}",
         f"--kube-reserved={reserved}",
+        f"--kube-reserved-cgroup={root}/{RESERVED_CGROUP}",
         f"--pod-max-pids={PIDS}",
         "--fail-swap-on=false",
         "--make-iptables-util-chains=false",
@@ -153,7 +164,13 @@ async def test_the_same_tree_as_the_go_kubelet(
     go_root, trio_root = roots
     pods = [pod(name, resources, uid=secrets.token_hex(16)) for name, resources in RESOURCES.items()]
     cm = ContainerManager(
-        config=NodeConfig(cgroup_root=trio_root, kube_reserved=KUBE_RESERVED, pod_pids_limit=PIDS),
+        config=NodeConfig(
+            cgroup_root=trio_root,
+            enforce_node_allocatable=frozenset(ENFORCE.split(",")),
+            kube_reserved=KUBE_RESERVED,
+            kube_reserved_cgroup=f"{trio_root}/{RESERVED_CGROUP}",
+            pod_pids_limit=PIDS,
+        ),
         active_pods=lambda: pods,
     )
     async with trio.open_nursery() as nursery:

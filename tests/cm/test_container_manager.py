@@ -4,6 +4,7 @@ cleanup, on stand-in cgroup roots under a virtual clock."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ def container_manager(
         active_pods=lambda: pods,
         record_node_event=lambda *event: events.append(event),
         cgroup_fs_root=str(root),
-        run_sync=run_inline,
+        run_sync=kw.pop("run_sync", run_inline),
         **kw,
     )
     return cm, events
@@ -191,3 +192,120 @@ async def test_without_cgroups_per_qos_nothing_is_made(tmp_path: Path, nursery: 
     assert cm.pod_cgroup_parent(pod) == ""
     assert not (root / "cpu/kubepods").exists()
     assert await cm.cleanup_orphaned_pod_cgroups(set()) == []
+
+
+def reserved_config(**kw: Any) -> NodeConfig:
+    return NodeConfig(
+        enforce_node_allocatable=frozenset({"pods", "system-reserved", "kube-reserved"}),
+        kube_reserved={"cpu": "250m", "memory": "256Mi", "pid": "1000"},
+        system_reserved={"memory": "512Mi"},
+        kube_reserved_cgroup="/kube-reserved",
+        system_reserved_cgroup="/system-reserved",
+        **kw,
+    )
+
+
+async def test_the_reserved_cgroups_are_limited_to_their_reservations(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    root = v1_root(tmp_path)
+    for hierarchy in ("cpu", "cpuacct", "cpuset", "memory", "pids", "systemd"):
+        (root / hierarchy / "kube-reserved").mkdir()
+        (root / hierarchy / "system-reserved").mkdir()
+    cm, events = container_manager(root, config=reserved_config())
+    await nursery.start(cm.run)
+    assert read(root / "cpu/kube-reserved/cpu.shares") == "256"
+    assert read(root / "memory/kube-reserved/memory.limit_in_bytes") == str(256 * MI)
+    assert read(root / "pids/kube-reserved/pids.max") == "1000"
+    assert read(root / "memory/system-reserved/memory.limit_in_bytes") == str(512 * MI)
+    assert not (root / "cpu/system-reserved/cpu.shares").exists()  # no cpu reserved: left as it is
+    assert not (root / "pids/system-reserved/pids.max").exists()
+    assert read(root / "memory/kubepods/memory.limit_in_bytes") == str(4 * GI - 768 * MI)
+    assert events[-2:] == [
+        ("Normal", "NodeAllocatableEnforced", "Updated limits on system reserved cgroup /system-reserved"),
+        ("Normal", "NodeAllocatableEnforced", "Updated limits on kube reserved cgroup /kube-reserved"),
+    ]
+
+
+async def test_a_missing_reserved_cgroup_fails_the_start_with_gos_event(tmp_path: Path) -> None:
+    root = v1_root(tmp_path)
+    for hierarchy in ("cpu", "cpuacct", "cpuset", "memory", "pids", "systemd"):
+        (root / hierarchy / "system-reserved").mkdir()
+    (root / "memory" / "kube-reserved").mkdir()  # only in one hierarchy: not a whole cgroup
+    cm, events = container_manager(root, config=reserved_config())
+    missing = ", ".join(
+        str(root / hierarchy / "kube-reserved")
+        for hierarchy in ("cpu", "cpuacct", "cpuset", "pids", "systemd")
+    )
+    message = (
+        'Failed to enforce Kube Reserved Cgroup Limits on "/kube-reserved": cgroup ["kube-reserved"] has'
+        f" some missing paths: {missing}"
+    )
+    with pytest.RaisesGroup(
+        pytest.RaisesExc(CgroupError, match=f"^{re.escape(message)}$"), flatten_subgroups=True
+    ):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(cm.run)
+    assert events[-1] == ("Warning", "FailedNodeAllocatableEnforcement", message)
+    assert (
+        "Normal",
+        "NodeAllocatableEnforced",
+        "Updated limits on system reserved cgroup /system-reserved",
+    ) in events
+    assert not (root / "memory/kube-reserved/memory.limit_in_bytes").exists()
+
+
+async def test_a_reserved_slice_on_v2_needs_the_kubelets_controllers(tmp_path: Path) -> None:
+    root = v2_root(tmp_path)
+    (root / "system.slice").mkdir()
+    (root / "system.slice" / "cgroup.controllers").write_text("cpu memory\n")
+    config = NodeConfig(
+        cgroup_driver="systemd",
+        enforce_node_allocatable=frozenset({"system-reserved"}),
+        system_reserved={"memory": "1Gi"},
+        system_reserved_cgroup="system.slice",
+    )
+    cm, events = container_manager(root, config=config)
+    with pytest.RaisesGroup(
+        pytest.RaisesExc(CgroupError, match="missing controllers: cpuset, hugetlb, pids$"),
+        flatten_subgroups=True,
+    ):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(cm.run)
+    assert events[-1][2].startswith(
+        'Failed to enforce System Reserved Cgroup Limits on "system.slice": cgroup ["system"]'
+    )
+    (root / "system.slice" / "cgroup.controllers").write_text("cpuset cpu io memory hugetlb pids\n")
+    cm, events = container_manager(root, config=config)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(cm.run)
+        nursery.cancel_scope.cancel()
+    assert read(root / "system.slice/memory.max") == str(GI)
+    assert events[-1] == (
+        "Normal",
+        "NodeAllocatableEnforced",
+        "Updated limits on system reserved cgroup system.slice",
+    )
+
+
+async def test_each_cgroup_create_update_and_destroy_is_timed(
+    tmp_path: Path, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    root = v1_root(tmp_path)
+    observed: list[tuple[str, float]] = []
+
+    async def slow(fn: Any, *args: Any) -> Any:  # a thread that takes its time, on the virtual clock
+        await trio.sleep(0.25)
+        return fn(*args)
+
+    cm, _ = container_manager(root, observe_operation=lambda *seen: observed.append(seen), run_sync=slow)
+    await nursery.start(cm.run)
+    assert {operation for operation, _ in observed} == {"create", "update"}
+    assert all(seconds == pytest.approx(0.25) for _, seconds in observed)
+    observed.clear()
+    pod = guaranteed()
+    await cm.ensure_pod_cgroup(pod)
+    await cm.cleanup_orphaned_pod_cgroups(possibly_running=())
+    *tiers, created, destroyed = observed  # the tiers count the pod first, then its cgroup comes and goes
+    assert tiers and all(operation == "update" for operation, _ in tiers)
+    assert (created, destroyed) == (("create", 0.25), ("destroy", 0.25))

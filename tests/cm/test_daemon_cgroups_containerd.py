@@ -78,7 +78,7 @@ class Daemon:
         self.proc: subprocess.Popen[str] | None = None
         self.starts = 0
 
-    def start(self) -> None:
+    def start(self, *flags: str) -> None:
         self.starts += 1
         log = (self.tmp / f"daemon-{self.starts}.log").open("w")
         with log:  # the child keeps its own descriptor
@@ -89,7 +89,7 @@ class Daemon:
                  "--pod-manifest-path", str(self.manifests), "--file-check-frequency", "1s",
                  "--port", "0", "--healthz-port", str(self.healthz), "--read-only-port", str(self.read_only),
                  "--address", "127.0.0.1", "--cgroup-root", self.cgroup_root,
-                 "--pod-max-pids", str(PIDS_LIMIT)],
+                 "--pod-max-pids", str(PIDS_LIMIT), *flags],
                 stdout=log, stderr=log, text=True,
             )  # fmt: skip
 
@@ -260,3 +260,35 @@ def test_a_container_past_its_memory_limit_is_oom_killed_and_restarted(
     log = daemon.wait(oom_and_back_off)
     assert any('"OOM kill"' in line and 'process="dd"' in line and uid in line for line in log.splitlines())
     assert daemon.healthy()
+
+
+def test_the_reserved_cgroups_are_limited_and_a_missing_one_stops_the_start(
+    daemon: Daemon, cgroup_root: str
+) -> None:
+    manager = CgroupManager(root=CGROUP_ROOT)
+    kube, system = f"{cgroup_root}/kube-reserved", f"{cgroup_root}/system-reserved"
+    for cgroup in (kube, system):  # inside the test's root: removed with it
+        manager.create(manager.cgroup_name(cgroup))
+    flags = (
+        "--enforce-node-allocatable=pods,kube-reserved,system-reserved",
+        *("--kube-reserved", "cpu=200m,memory=300Mi,pid=500", "--kube-reserved-cgroup", kube),
+        *("--system-reserved", "memory=200Mi", "--system-reserved-cgroup", system),
+    )
+    daemon.start(*flags)
+    daemon.wait(lambda: value(kube, "memory", "memory.limit_in_bytes") == str(300 * MI))
+    assert value(kube, "cpu", "cpu.shares") == "204"
+    assert value(kube, "pids", "pids.max") == "500"
+    assert value(system, "memory", "memory.limit_in_bytes") == str(200 * MI)
+    daemon.wait(daemon.healthy)
+    with open("/proc/meminfo", encoding="ascii") as meminfo:
+        total = int(meminfo.readline().split()[1]) * 1024  # MemTotal, the node's memory capacity
+    limit = int(value(f"{cgroup_root}/kubepods", "memory", "memory.limit_in_bytes"))
+    assert limit == total - 500 * MI
+    daemon.stop()
+
+    manager.destroy(manager.cgroup_name(kube))
+    daemon.start(*flags)
+    assert daemon.proc is not None
+    assert daemon.proc.wait(60) == 1
+    assert f'Failed to enforce Kube Reserved Cgroup Limits on "{kube}": cgroup [' in daemon.log()
+    assert "has some missing paths" in daemon.log()

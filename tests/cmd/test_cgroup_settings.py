@@ -95,5 +95,7 @@ def test_a_reserved_cgroup_given_satisfies_its_enforcement_level() -> None:
         ["--enforce-node-allocatable=pods,kube-reserved", "--kube-reserved-cgroup=/kube.slice"]
     )
     assert options.enforce_node_allocatable == ("pods", "kube-reserved")
-    # the reserved cgroup itself is not limited: named as not enforced
-    assert [w.fields["setting"] for w in warnings] == ["kubeReservedCgroup"]
+    assert warnings == []  # the reserved cgroup is limited: nothing to warn about
+    config = component_configs(options).kubelet.cgroups
+    assert config is not None
+    assert (config.kube_reserved_cgroup, config.system_reserved_cgroup) == ("/kube.slice", "")

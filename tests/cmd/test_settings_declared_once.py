@@ -78,6 +78,8 @@ GO_DEFAULTS: dict[str, Any] = {
     "cgroupRoot": "",
     "enforceNodeAllocatable": ["pods"],
     "podPidsLimit": -1,
+    "kubeReservedCgroup": "",
+    "systemReservedCgroup": "",
     "cpuCFSQuota": True,
     "cpuCFSQuotaPeriod": "100ms",
     "oomScoreAdj": -999,

@@ -29,8 +29,6 @@ HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\
 #: nothing, the same in the file)
 VALUES: dict[str, tuple[str, Any, str, Any]] = {
     "protectKernelDefaults": ("true", True, "false", False),
-    "kubeReservedCgroup": ("/kube.slice", "/kube.slice", "", ""),
-    "systemReservedCgroup": ("/system.slice", "/system.slice", "", ""),
     "seccompDefault": ("true", True, "false", False),
     "enableDebuggingHandlers": ("false", False, "true", True),
     "enableServer": ("false", False, "true", True),
@@ -113,7 +111,7 @@ def test_the_cli_logs_a_louder_line_per_setting_apart_from_harmless_keys(tmp_pat
     result = subprocess.run(
         [
             sys.executable, "-m", "kubelet_trio", "--config", str(config), "--runonce", "--runtime", "sim",
-            "--kube-reserved-cgroup", "/kube.slice", "--root-dir", str(tmp_path / "root"),
+            "--enable-server=false", "--root-dir", str(tmp_path / "root"),
             "--pod-logs-dir", str(tmp_path / "logs"),
         ],
         capture_output=True, text=True, timeout=60, check=False,
@@ -122,9 +120,9 @@ def test_the_cli_logs_a_louder_line_per_setting_apart_from_harmless_keys(tmp_pat
     lines = result.stderr.splitlines()
     loud = [line for line in lines if f'"{NOT_ENFORCED}"' in line]
     assert len(loud) == 2 and all(line.startswith("W") for line in loud)  # one line per setting
-    kernel, reserved = loud  # in the table's order
-    assert 'setting="kubeReservedCgroup"' in reserved and 'value="/kube.slice"' in reserved
-    assert 'source="--kube-reserved-cgroup"' in reserved and 'effect="the kube-reserved cgroup' in reserved
+    kernel, server = loud  # in the table's order
+    assert 'setting="enableServer"' in server and "value=false" in server
+    assert 'source="--enable-server"' in server and 'effect="the Kubelet API still serves' in server
     assert 'setting="protectKernelDefaults"' in kernel and "value=true" in kernel
     assert f'source="--config {config}"' in kernel
     [harmless] = [line for line in lines if f'"{IGNORED_KEYS}"' in line]

@@ -26,9 +26,10 @@ import httpx
 import pytest
 import trio
 
+from kubelet_trio.cm.container_manager import NodeConfig
 from kubelet_trio.cri.instrumented import InstrumentedRuntime
 from kubelet_trio.cri.remote import open_cri_runtime
-from kubelet_trio.testing.env import LocalCriEnvironment, remove_all_pods
+from kubelet_trio.testing.env import LocalCriEnvironment, private_cgroup_root, remove_all_pods
 from kubelet_trio.testing.node import open_node
 from kubelet_trio.testing.registry import free_port
 
@@ -44,7 +45,6 @@ SCRIPT = "while true; do i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; echo x
 #: Expressions without data on this node, by a fragment of the expression, with the reason (the README
 #: lists them too).
 NO_DATA = {
-    "kubelet_cgroup_manager_duration_seconds": "the container manager's cgroup operations are not timed yet",
     "storage_operation_errors_total": "removed from the Go kubelet too; failures are status=fail-unknown",
     "kubelet_evictions": "no pod is evicted in this run",
     "kubelet_certificate_manager_client": "no client certificate rotation (no API server in this tier)",
@@ -209,7 +209,11 @@ async def test_mixin_expressions_return_data(
     observe: list[Any] = []
     report: dict[str, tuple[int, int]] = {}
     missing: list[str] = []
-    with trio.fail_after(240), serve_text(_ksm_text([("web", "app")], NODE)) as ksm_port:
+    with (
+        trio.fail_after(240),
+        serve_text(_ksm_text([("web", "app")], NODE)) as ksm_port,
+        private_cgroup_root() as cgroup_root,
+    ):
         (tmp_path / "prometheus.json").write_text(json.dumps(prometheus_config(port, ksm_port)))
         check = await trio.run_process(
             [promtool, "check", "config", str(tmp_path / "prometheus.json")],
@@ -229,6 +233,7 @@ async def test_mixin_expressions_return_data(
                         address="127.0.0.1",
                         pod_logs_dir=str(tmp_path / "logs"),
                         root_dir=str(tmp_path / "root"),
+                        cgroups=NodeConfig(cgroup_root=cgroup_root),  # pod cgroups, timed
                     ) as node,
                     httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as kubelet,
                     httpx.AsyncClient(base_url=f"http://127.0.0.1:{prom_port}", timeout=30) as prom,

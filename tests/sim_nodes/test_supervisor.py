@@ -98,10 +98,11 @@ def test_node_count_is_another_name_for_nodes() -> None:
         parse_args(["--kubeconfig", "kc"])
 
 
-# A stand-in worker: says its nodes run, logs a line, then runs until its stdin closes or a signal.
+# A stand-in worker: logs a line, says its nodes run, then runs until its stdin closes or a signal. The log
+# line comes first so that it is in the pipe before the test, told the nodes run, kills the worker.
 STAND_IN = (
-    "import sys; print('1 nodes running', flush=True); "
-    "sys.stderr.write('worker line\\n'); sys.stderr.flush(); sys.stdin.read()"
+    "import sys; sys.stderr.write('worker line\\n'); sys.stderr.flush(); "
+    "print('1 nodes running', flush=True); sys.stdin.read()"
 )
 
 
