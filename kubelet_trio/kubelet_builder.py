@@ -36,6 +36,7 @@ from kubelet_trio.apimode import ApiModeOptions
 from kubelet_trio.clock import WallClock
 from kubelet_trio.cm.allocatable import NodeAllocatable, read_node_allocatable
 from kubelet_trio.cm.cgroup_manager import CGROUP_ROOT
+from kubelet_trio.cm.node_container_manager import PODS_ENFORCEMENT_KEY
 from kubelet_trio.config.podconfig import PodConfig
 from kubelet_trio.container.cache import PodCache
 from kubelet_trio.container.types import ContainerState, PodStatus, RuntimePod
@@ -231,16 +232,6 @@ def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
         external=external_volumes,
     )
     metrics.track_volumes(volume_manager.volume_counts)
-    stats_provider = CriStatsProvider(
-        runtime,
-        config.node_name,
-        config.root_dir,
-        config.pod_logs_dir,
-        clock=clock,
-        run_sync=run_sync,
-        host=deps.host_stats,
-        claim_usage=external_volumes.claim_usage if external_volumes is not None else None,
-    )
     device_manager: DeviceManager | None = None
     if config.device_plugins:
         from kubelet_trio.cm.devicemanager import DeviceManager  # grpclib: only with device plugins
@@ -269,6 +260,18 @@ def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
             run_sync=run_sync,
         )
         oom_watcher = OOMWatcher(record=node_events)
+    stats_provider = CriStatsProvider(
+        runtime,
+        config.node_name,
+        config.root_dir,
+        config.pod_logs_dir,
+        clock=clock,
+        run_sync=run_sync,
+        host=deps.host_stats,
+        claim_usage=external_volumes.claim_usage if external_volumes is not None else None,
+        system_cgroups={"pods": container_manager.node_allocatable_paths} if container_manager else {},
+        cgroup_root=deps.cgroup_fs_root,
+    )
     kube_runtime = KubeRuntimeManager(
         runtime,
         node_name=config.node_name,
@@ -347,7 +350,13 @@ def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
     elif capabilities.simulated:
         signals = SimulatedSignals()
     else:
-        signals = HostSignals(config.root_dir, runtime=runtime, run_sync=run_sync)
+        signals = HostSignals(
+            config.root_dir,
+            runtime=runtime,
+            run_sync=run_sync,
+            pods_cgroup=container_manager.node_allocatable_paths if container_manager is not None else None,
+            cgroup_root=deps.cgroup_fs_root,
+        )
     eviction_manager = EvictionManager(
         config=EvictionConfig(
             thresholds=parse_thresholds(
@@ -355,6 +364,8 @@ def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
                 config.eviction_soft,
                 config.eviction_soft_grace_period,
                 config.eviction_minimum_reclaim,
+                enforce_node_allocatable=container_manager is not None
+                and PODS_ENFORCEMENT_KEY in container_manager.config.enforce_node_allocatable,
             ),
             pressure_transition_period=config.eviction_pressure_transition_period,
             max_pod_grace_period=config.eviction_max_pod_grace_period,

@@ -230,6 +230,17 @@ class ContainerManager:
 
     # --- what the kubelet asks ----------------------------------------------------------------------
 
+    def node_allocatable_paths(self) -> dict[str, str]:
+        """Where ``kubepods`` is, hierarchy → path (``""`` for v2), as the stats readers take it; {}
+        before it exists or without cgroupsPerQOS; blocking. Its counters are every pod's usage together
+        and its limit (allocatable with ``enforceNodeAllocatable: [pods]``): Go's summary reports them as
+        the ``pods`` system container, and its eviction manager's ``allocatableMemory.available`` is that
+        limit less their working set."""
+        if not self.config.cgroups_per_qos or not self.cgroups.exists(self.node_allocatable_root):
+            return {}
+        name = self.cgroups.name(self.node_allocatable_root)
+        return {"": name} if self.cgroups.version == 2 else dict.fromkeys(self.cgroups.hierarchies(), name)
+
     def pod_cgroup_parent(self, pod: Pod) -> str:
         """The sandbox's ``cgroup_parent``: the pod cgroup's literal path; "" (the runtime's default)
         without ``cgroupsPerQOS`` and with the default root."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kubelet_trio.eviction.api import (
     ALL_SIGNALS,
+    ALLOCATABLE_MEMORY_AVAILABLE,
     IMAGEFS_AVAILABLE,
     IMAGEFS_INODES_FREE,
     MEMORY_AVAILABLE,
@@ -40,6 +41,7 @@ from kubelet_trio.eviction.usage import (
 )
 
 __all__ = [
+    "ALLOCATABLE_MEMORY_AVAILABLE",
     "ALL_SIGNALS",
     "DISK_PRESSURE",
     "IMAGEFS_AVAILABLE",

@@ -16,10 +16,12 @@ import attrs
 from kubelet_trio.api import Quantity, QuantityError
 
 __all__ = [
+    "ALLOCATABLE_MEMORY_AVAILABLE",
     "ALL_SIGNALS",
     "IMAGEFS_AVAILABLE",
     "IMAGEFS_INODES_FREE",
     "MEMORY_AVAILABLE",
+    "MEMORY_SIGNALS",
     "NODEFS_AVAILABLE",
     "NODEFS_INODES_FREE",
     "PID_AVAILABLE",
@@ -30,20 +32,25 @@ __all__ = [
 ]
 
 MEMORY_AVAILABLE = "memory.available"
+#: allocatable less what the pods together use (``kubepods``' limit less its working set)
+ALLOCATABLE_MEMORY_AVAILABLE = "allocatableMemory.available"
 NODEFS_AVAILABLE = "nodefs.available"
 NODEFS_INODES_FREE = "nodefs.inodesFree"
 IMAGEFS_AVAILABLE = "imagefs.available"
 IMAGEFS_INODES_FREE = "imagefs.inodesFree"
 PID_AVAILABLE = "pid.available"
-#: The signals this kubelet observes (Go also has allocatableMemory.available and containerfs.*).
+#: The signals this kubelet observes (Go also has containerfs.*).
 ALL_SIGNALS = (
     MEMORY_AVAILABLE,
+    ALLOCATABLE_MEMORY_AVAILABLE,
     NODEFS_AVAILABLE,
     NODEFS_INODES_FREE,
     IMAGEFS_AVAILABLE,
     IMAGEFS_INODES_FREE,
     PID_AVAILABLE,
 )
+#: memory pressure's signals: evicted for first, ranked alike
+MEMORY_SIGNALS = (MEMORY_AVAILABLE, ALLOCATABLE_MEMORY_AVAILABLE)
 
 
 class EvictionConfigError(ValueError):
@@ -128,9 +135,14 @@ def parse_thresholds(
     soft: Mapping[str, str] = {},
     soft_grace_periods: Mapping[str, float] = {},
     minimum_reclaim: Mapping[str, str] = {},
+    *,
+    enforce_node_allocatable: bool = False,
 ) -> tuple[Threshold, ...]:
     """Go ``ParseThresholdConfig``: hard thresholds, then soft ones with their grace periods (seconds,
-    each required), each with its signal's minimum reclaim."""
+    each required), each with its signal's minimum reclaim; with ``enforce_node_allocatable`` (``pods``
+    in ``enforceNodeAllocatable``) each hard ``memory.available`` threshold also holds for
+    ``allocatableMemory.available``, so pods are evicted before they reach ``kubepods``' limit, where the
+    kernel would kill at random."""
     results = _statements("evictionHard", hard)
     for signal, period in soft_grace_periods.items():
         _check_signal("evictionSoftGracePeriod", signal)
@@ -147,6 +159,13 @@ def parse_thresholds(
     for signal, text in minimum_reclaim.items():
         _check_signal("evictionMinimumReclaim", signal)
         reclaims[signal] = _parse_value("evictionMinimumReclaim", signal, text, minimum_reclaim=True)
-    return tuple(
+    results = [
         attrs.evolve(t, min_reclaim=reclaims[t.signal]) if t.signal in reclaims else t for t in results
-    )
+    ]
+    if enforce_node_allocatable:
+        results += [
+            attrs.evolve(t, signal=ALLOCATABLE_MEMORY_AVAILABLE)
+            for t in results
+            if t.signal == MEMORY_AVAILABLE and t.hard
+        ]
+    return tuple(results)

@@ -10,9 +10,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from kubelet_trio.api import Pod, Quantity
 from kubelet_trio.api.container import Container
 from kubelet_trio.eviction.api import (
+    ALLOCATABLE_MEMORY_AVAILABLE,
     IMAGEFS_AVAILABLE,
     IMAGEFS_INODES_FREE,
     MEMORY_AVAILABLE,
+    MEMORY_SIGNALS,
     NODEFS_AVAILABLE,
     NODEFS_INODES_FREE,
     PID_AVAILABLE,
@@ -56,6 +58,7 @@ CONTAINER_EPHEMERAL_MESSAGE = 'Container {} exceeded its local ephemeral storage
 
 _CONDITION = {
     MEMORY_AVAILABLE: MEMORY_PRESSURE,
+    ALLOCATABLE_MEMORY_AVAILABLE: MEMORY_PRESSURE,
     NODEFS_AVAILABLE: DISK_PRESSURE,
     NODEFS_INODES_FREE: DISK_PRESSURE,
     IMAGEFS_AVAILABLE: DISK_PRESSURE,
@@ -64,6 +67,7 @@ _CONDITION = {
 }
 _RESOURCE = {
     MEMORY_AVAILABLE: "memory",
+    ALLOCATABLE_MEMORY_AVAILABLE: "memory",
     NODEFS_AVAILABLE: "ephemeral-storage",
     NODEFS_INODES_FREE: "inodes",
     IMAGEFS_AVAILABLE: "ephemeral-storage",
@@ -244,7 +248,8 @@ def rank_functions(dedicated_image_fs: bool) -> dict[str, RankFunc]:
     """Go ``buildSignalToRankFunc`` (without a separate container filesystem): with a dedicated imagefs,
     nodefs pressure measures logs and local volumes and imagefs pressure the writable layers; on one
     filesystem every signal measures everything."""
-    ranks: dict[str, RankFunc] = {MEMORY_AVAILABLE: rank_memory_pressure, PID_AVAILABLE: rank_pid_pressure}
+    ranks: dict[str, RankFunc] = dict.fromkeys(MEMORY_SIGNALS, rank_memory_pressure)
+    ranks[PID_AVAILABLE] = rank_pid_pressure
     everything = frozenset({ROOT, LOGS, LOCAL_VOLUMES})
     nodefs = frozenset({LOGS, LOCAL_VOLUMES}) if dedicated_image_fs else everything
     imagefs = frozenset({ROOT}) if dedicated_image_fs else everything

@@ -37,7 +37,7 @@ from kubelet_trio.api import Pod
 from kubelet_trio.eviction.api import (
     IMAGEFS_AVAILABLE,
     IMAGEFS_INODES_FREE,
-    MEMORY_AVAILABLE,
+    MEMORY_SIGNALS,
     NODEFS_AVAILABLE,
     NODEFS_INODES_FREE,
     Threshold,
@@ -140,7 +140,7 @@ def _tolerates_memory_pressure(pod: Pod) -> bool:
 
 def _by_eviction_priority(thresholds: Sequence[Threshold]) -> list[Threshold]:
     """Memory first (Go ``byEvictionPriority``), the rest in their order."""
-    return sorted(thresholds, key=lambda t: t.signal != MEMORY_AVAILABLE)
+    return sorted(thresholds, key=lambda t: t.signal not in MEMORY_SIGNALS)
 
 
 @attrs.define(eq=False, kw_only=True)

@@ -14,6 +14,8 @@ A :class:`SignalSource` measures the node: ``memory.available``, ``nodefs.*``, `
   *dedicated* when it is another device than nodefs, which changes how pods are ranked and what is
   reclaimed first.
 - pid: ``min(pid_max, threads-max)`` less the number of tasks (``/proc/loadavg``).
+- allocatable memory (with pod cgroups): ``kubepods``' memory limit less its working set: the pods
+  together nearing what the node allocates them, even while the machine has memory left.
 
 :class:`SimulatedSignals` is set from Python (tests, the simulated runtime): deterministic pressure.
 """
@@ -22,14 +24,16 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import attrs
 import trio
 
+from kubelet_trio.cm.cgroup_manager import CGROUP_ROOT
 from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.eviction.api import (
+    ALLOCATABLE_MEMORY_AVAILABLE,
     IMAGEFS_AVAILABLE,
     IMAGEFS_INODES_FREE,
     MEMORY_AVAILABLE,
@@ -39,6 +43,7 @@ from kubelet_trio.eviction.api import (
 )
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.logs import kv
+from kubelet_trio.stats.cgroups import CgroupUsage, read_cgroup_usage
 
 __all__ = [
     "HostSignals",
@@ -46,6 +51,7 @@ __all__ = [
     "Observations",
     "SignalSource",
     "SimulatedSignals",
+    "allocatable_memory_observation",
     "memory_observation",
     "pid_observation",
     "statvfs_observations",
@@ -54,7 +60,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 RUNTIME_CALL_TIMEOUT = 10.0
-CGROUP_ROOT = "/sys/fs/cgroup"
 
 
 @attrs.frozen
@@ -139,13 +144,39 @@ def statvfs_observations(path: str, now: float) -> tuple[Observation, Observatio
     )
 
 
-def _host_observations(root_dir: str, image_fs: str | None, now: float) -> Observations:
+def allocatable_memory_observation(usage: CgroupUsage | None, now: float) -> Observation | None:
+    """``allocatableMemory.available`` from ``kubepods``' counters: its limit less the pods' working set
+    (none without a limit, as cAdvisor reports no available bytes then)."""
+    if usage is None or usage.memory_limit is None or usage.memory_working_set is None:
+        return None
+    available = max(usage.memory_limit - usage.memory_working_set, 0)
+    return Observation(available=available, capacity=available + usage.memory_working_set, time=now)
+
+
+def _host_observations(
+    root_dir: str,
+    image_fs: str | None,
+    now: float,
+    pods_cgroup: Callable[[], dict[str, str]] | None = None,
+    cgroup_root: str = CGROUP_ROOT,
+) -> Observations:
     signals: dict[str, Observation] = {}
     for signal, read in ((MEMORY_AVAILABLE, memory_observation), (PID_AVAILABLE, pid_observation)):
         try:
             signals[signal] = read(now)
         except (OSError, KeyError, ValueError, IndexError) as err:
             logger.warning("eviction signal cannot be measured", extra=kv(signal=signal, error=err))
+    if pods_cgroup is not None:
+        try:
+            usage = read_cgroup_usage(pods_cgroup(), root=cgroup_root)
+            allocatable = allocatable_memory_observation(usage, now)
+        except OSError as err:
+            allocatable = None
+            logger.warning(
+                "eviction signal cannot be measured", extra=kv(signal=ALLOCATABLE_MEMORY_AVAILABLE, error=err)
+            )
+        if allocatable is not None:
+            signals[ALLOCATABLE_MEMORY_AVAILABLE] = allocatable
     try:
         signals[NODEFS_AVAILABLE], signals[NODEFS_INODES_FREE] = statvfs_observations(root_dir, now)
     except OSError as err:
@@ -163,11 +194,14 @@ def _host_observations(root_dir: str, image_fs: str | None, now: float) -> Obser
 
 @attrs.define(eq=False)
 class HostSignals:
-    """This machine's signals; ``runtime`` (optional) names the image filesystem."""
+    """This machine's signals; ``runtime`` (optional) names the image filesystem; ``pods_cgroup``
+    (blocking, optional) says where ``kubepods`` is, for ``allocatableMemory.available``."""
 
     root_dir: str
     runtime: Runtime | None = None
     run_sync: RunSync = run_in_thread
+    pods_cgroup: Callable[[], dict[str, str]] | None = None
+    cgroup_root: str = CGROUP_ROOT
 
     async def _image_fs_mountpoint(self) -> str | None:
         if self.runtime is None:
@@ -186,7 +220,12 @@ class HostSignals:
     async def observe(self) -> Observations:
         image_fs = await self._image_fs_mountpoint()
         result: Observations = await self.run_sync(
-            _host_observations, self.root_dir, image_fs, trio.current_time()
+            _host_observations,
+            self.root_dir,
+            image_fs,
+            trio.current_time(),
+            self.pods_cgroup,
+            self.cgroup_root,
         )
         return result
 

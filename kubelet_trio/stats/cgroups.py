@@ -16,6 +16,8 @@ import os
 
 import attrs
 
+from kubelet_trio.cm.cgroup_manager import CGROUP_ROOT
+
 __all__ = [
     "CGROUP_ROOT",
     "BlockIo",
@@ -28,7 +30,6 @@ __all__ = [
     "read_process_usage",
 ]
 
-CGROUP_ROOT = "/sys/fs/cgroup"
 PROC = "/proc"
 _USER_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _NO_LIMIT = 1 << 62  # v1 reports "no limit" as a page-rounded 2^63-1

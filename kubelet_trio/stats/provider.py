@@ -33,6 +33,7 @@ import attrs
 import trio
 
 from kubelet_trio.clock import WallClock
+from kubelet_trio.cm.cgroup_manager import CGROUP_ROOT
 from kubelet_trio.cri import errors as cri_errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.runtime import Runtime
@@ -46,6 +47,7 @@ from kubelet_trio.kuberuntime.labels import (
 )
 from kubelet_trio.kuberuntime.logs import container_logs_directory, pod_logs_directory
 from kubelet_trio.logs import kv
+from kubelet_trio.stats.cgroups import CgroupUsage, read_cgroup_usage
 from kubelet_trio.stats.host import HostSample, HostSampler, read_host_sample
 from kubelet_trio.stats.types import (
     ContainerStats,
@@ -281,8 +283,12 @@ class CriStatsProvider:
     host: HostSampler = read_host_sample
     # the usage of a pod's claim-backed volumes by pod UID (kubelet_trio.volume: the CSI drivers' figures)
     claim_usage: Callable[[str], Awaitable[Sequence[ClaimVolumeStats]]] | None = None
+    # system container name ("pods") → where its cgroup is (blocking; {}: not there), read under cgroup_root
+    system_cgroups: Mapping[str, Callable[[], dict[str, str]]] = attrs.Factory(dict)
+    cgroup_root: str = CGROUP_ROOT
     _node_cpu: tuple[int, int] | None = None  # (wall ns, core ns)
     _container_cpu: dict[str, tuple[int, int]] = attrs.Factory(dict)  # id → (timestamp ns, core ns)
+    _system_cpu: dict[str, tuple[int, int]] = attrs.Factory(dict)  # system container → the same
     _sandbox_stats_after: float = float("-inf")  # Trio time: ListPodSandboxStats failed, ask again then
 
     # -- the public surface ------------------------------------------------------------------------
@@ -328,7 +334,40 @@ class CriStatsProvider:
             ),
             image_fs=await self.image_fs_stats(now),
             rlimit=RlimitStats(now, sample.max_pid, sample.processes),
+            system_containers=tuple(await self._system_containers(now)),
         )
+
+    async def _system_containers(self, now: int) -> list[ContainerStats]:
+        """Go's ``SystemContainers`` from their cgroups: CPU (with a rate since the last summary) and
+        memory, available bytes being the limit less the working set where there is a limit."""
+        out = []
+        for name, where in sorted(self.system_cgroups.items()):
+            usage: CgroupUsage | None = await self.run_sync(
+                lambda where=where: read_cgroup_usage(where(), root=self.cgroup_root)
+            )
+            if usage is None:
+                continue
+            cpu = None
+            if usage.cpu_usage_ns is not None:
+                previous = self._system_cpu.get(name)
+                rate = _rate(usage.cpu_usage_ns - previous[1], now - previous[0]) if previous else None
+                self._system_cpu[name] = (now, usage.cpu_usage_ns)
+                cpu = CPUStats(now, rate, usage.cpu_usage_ns)
+            working_set = usage.memory_working_set
+            available = (
+                max(usage.memory_limit - working_set, 0)
+                if usage.memory_limit is not None and working_set is not None
+                else None
+            )
+            memory = MemoryStats(
+                now,
+                available_bytes=available,
+                usage_bytes=usage.memory_usage,
+                working_set_bytes=working_set,
+                rss_bytes=usage.memory_rss,
+            )
+            out.append(ContainerStats(name, cpu=cpu, memory=memory))
+        return out
 
     async def image_fs_stats(self, now_ns: int | None = None) -> FsStats | None:
         """The runtime's image filesystem (CRI ImageFsInfo), with capacity from ``statvfs`` of its

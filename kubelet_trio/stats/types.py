@@ -142,6 +142,8 @@ class NodeStats:
     fs: FsStats | None = None  # the kubelet's root directory (nodefs)
     image_fs: FsStats | None = None  # the runtime's image filesystem (imagefs)
     rlimit: RlimitStats | None = None
+    #: cgroups the node reports besides pods (``pods``: kubepods, every pod together), CPU and memory only
+    system_containers: tuple[ContainerStats, ...] = ()
 
 
 @attrs.frozen
@@ -287,6 +289,7 @@ def _node(s: NodeStats) -> dict[str, Any]:
             "fs": _fs(s.fs),
             "runtime": {"imageFs": _fs_fields(s.image_fs)} if s.image_fs is not None else None,
             "rlimit": rlimit,
+            "systemContainers": [_container(c) for c in s.system_containers] or None,
         }
     )
 

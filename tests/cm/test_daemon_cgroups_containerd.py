@@ -284,6 +284,12 @@ def test_the_reserved_cgroups_are_limited_and_a_missing_one_stops_the_start(
         total = int(meminfo.readline().split()[1]) * 1024  # MemTotal, the node's memory capacity
     limit = int(value(f"{cgroup_root}/kubepods", "memory", "memory.limit_in_bytes"))
     assert limit == total - 500 * MI
+    # kubepods is the summary's "pods" system container: what the pods may still use is allocatable
+    # less their working set (Go's allocatableMemory.available eviction signal)
+    summary = httpx.get(f"http://127.0.0.1:{daemon.read_only}/stats/summary", timeout=10).json()
+    [pods] = [c for c in summary["node"]["systemContainers"] if c["name"] == "pods"]
+    assert pods["memory"]["availableBytes"] + pods["memory"]["workingSetBytes"] == limit
+    assert pods["cpu"]["usageCoreNanoSeconds"] >= 0
     daemon.stop()
 
     manager.destroy(manager.cgroup_name(kube))

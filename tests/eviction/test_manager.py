@@ -10,6 +10,7 @@ import trio
 import trio.testing
 
 from kubelet_trio.eviction import (
+    ALLOCATABLE_MEMORY_AVAILABLE,
     IMAGEFS_AVAILABLE,
     IMAGEFS_INODES_FREE,
     MEMORY_AVAILABLE,
@@ -81,6 +82,13 @@ async def test_hard_memory_threshold_evicts_the_best_effort_pod_at_once(
         ),
         (IMAGEFS_INODES_FREE, "100", 40, "DiskPressure", "inodes. Threshold quantity: 100, available: 40"),
         (PID_AVAILABLE, "100", 40, "PIDPressure", "pids. Threshold quantity: 100, available: 40"),
+        (
+            ALLOCATABLE_MEMORY_AVAILABLE,
+            "100Mi",
+            50 * MI,
+            "MemoryPressure",
+            "memory. Threshold quantity: 100Mi, available: 50Mi",
+        ),
     ],
 )
 async def test_every_signal_raises_its_condition_and_evicts(
@@ -315,6 +323,21 @@ async def test_memory_threshold_goes_first_when_several_are_met() -> None:
     await h.manager.synchronize()
     assert h.manager.conditions.value == {"MemoryPressure", "DiskPressure"}
     assert h.node_events == [("Warning", "EvictionThresholdMet", "Attempting to reclaim memory")]
+
+
+async def test_pods_nearing_allocatable_are_ranked_as_under_memory_pressure() -> None:
+    guaranteed = make_pod("guaranteed", requests={"memory": "100Mi"})
+    burstable = make_pod("burstable", requests={"memory": "10Mi"})
+    h = harness([guaranteed, burstable], {"allocatableMemory.available": "100Mi", "nodefs.available": "10%"})
+    h.signals.set(MEMORY_AVAILABLE, 4 * GI)  # the machine has memory left
+    h.signals.set(ALLOCATABLE_MEMORY_AVAILABLE, 60 * MI, 2 * GI)
+    h.signals.set(NODEFS_AVAILABLE, 50, 1000)
+    h.usage.set(guaranteed.uid, PodUsage(memory_working_set=90 * MI))
+    h.usage.set(burstable.uid, PodUsage(memory_working_set=40 * MI))  # 30Mi above its request
+    assert [p.name for p in await h.manager.synchronize()] == ["burstable"]
+    assert h.node_events == [("Warning", "EvictionThresholdMet", "Attempting to reclaim memory")]
+    assert h.manager.conditions.value == {"MemoryPressure", "DiskPressure"}
+    assert h.manager.evictions == {ALLOCATABLE_MEMORY_AVAILABLE: 1}
 
 
 async def test_an_unmeasurable_signal_is_no_pressure() -> None:

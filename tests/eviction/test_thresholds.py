@@ -10,6 +10,7 @@ import pytest
 
 from kubelet_trio.api import Quantity
 from kubelet_trio.eviction import (
+    ALLOCATABLE_MEMORY_AVAILABLE,
     IMAGEFS_AVAILABLE,
     MEMORY_AVAILABLE,
     NODEFS_AVAILABLE,
@@ -22,7 +23,13 @@ from kubelet_trio.eviction import (
     parse_thresholds,
 )
 from kubelet_trio.eviction.helpers import format_amount, node_conditions, thresholds_met
-from kubelet_trio.eviction.signals import memory_observation, pid_observation, statvfs_observations
+from kubelet_trio.eviction.signals import (
+    allocatable_memory_observation,
+    memory_observation,
+    pid_observation,
+    statvfs_observations,
+)
+from kubelet_trio.stats.cgroups import read_cgroup_usage
 
 MI = 1 << 20
 
@@ -42,6 +49,42 @@ def test_hard_soft_grace_periods_and_minimum_reclaim() -> None:
         ),
     )
     assert [t.hard for t in thresholds] == [True, True, False]
+
+
+def test_enforcing_allocatable_for_pods_copies_the_hard_memory_thresholds() -> None:
+    args = ({"memory.available": "100Mi", "nodefs.available": "10%"}, {"memory.available": "300Mi"})
+    soft = ({"memory.available": 90.0}, {"memory.available": "50Mi"})
+    plain = parse_thresholds(*args, *soft)
+    thresholds = parse_thresholds(*args, *soft, enforce_node_allocatable=True)
+    assert thresholds[:3] == plain  # appended, as Go's addAllocatableThresholds does
+    assert thresholds[3:] == (
+        Threshold(
+            ALLOCATABLE_MEMORY_AVAILABLE,
+            ThresholdValue(Quantity("100Mi")),
+            0.0,
+            ThresholdValue(Quantity("50Mi")),
+        ),
+    )  # the hard one only, with its minimum reclaim
+    assert parse_thresholds({"allocatableMemory.available": "1Gi"}) == (
+        Threshold(ALLOCATABLE_MEMORY_AVAILABLE, ThresholdValue(Quantity("1Gi"))),
+    )  # also a signal of its own, as in Go
+
+
+def test_allocatable_memory_available_is_kubepods_limit_less_working_set(tmp_path: Path) -> None:
+    kubepods = tmp_path / "cgroup/memory/kubepods"
+    _write(kubepods / "memory.usage_in_bytes", f"{700 * MI}\n")
+    _write(kubepods / "memory.stat", f"total_inactive_file {100 * MI}\n")
+    _write(kubepods / "memory.limit_in_bytes", f"{1000 * MI}\n")
+    usage = read_cgroup_usage({"memory": "/kubepods"}, root=str(tmp_path / "cgroup"))
+    assert allocatable_memory_observation(usage, 3.0) == Observation(
+        available=400 * MI, capacity=1000 * MI, time=3.0
+    )
+    _write(kubepods / "memory.usage_in_bytes", f"{1200 * MI}\n")  # over the limit: nothing left, as cAdvisor
+    over = read_cgroup_usage({"memory": "/kubepods"}, root=str(tmp_path / "cgroup"))
+    assert allocatable_memory_observation(over, 3.0) == Observation(available=0, capacity=1100 * MI, time=3.0)
+    _write(kubepods / "memory.limit_in_bytes", "9223372036854771712\n")  # no limit: no signal
+    unlimited = read_cgroup_usage({"memory": "/kubepods"}, root=str(tmp_path / "cgroup"))
+    assert allocatable_memory_observation(unlimited, 3.0) is None
 
 
 def test_zero_and_hundred_percent_are_ignored_as_in_go() -> None:
