@@ -447,6 +447,7 @@ async def api_run(
     }
     if kubelet is not None:
         out["kubelet_cpu_create_to_ready_s"] = round(cpu1 - cpu0, 2)
+        out["kubelet_cpu_per_pod_to_ready_ms"] = round(1000 * (cpu1 - cpu0) / n, 1)
         out["kubelet_cpu_delete_to_gone_s"] = round(cpu2 - cpu_gone0, 2)
         work2 = kubelet_work(kubelet.port)
         for phase, before, after in (("to_ready", work0, work1), ("to_gone", work1, work2)):
@@ -546,7 +547,11 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--sizes", default="10,30", help="pod counts, comma-separated (default 10,30)")
+    parser.add_argument(
+        "--sizes",
+        default="10,30,110",
+        help="pod counts, comma-separated (default 10,30,110: 110 is a full node)",
+    )
     parser.add_argument("--steady-seconds", type=float, default=60.0, help="0 skips the steady state")
     parser.add_argument("--skip-go", action="store_true", help="do not run the Go kubelet even when built")
     parser.add_argument("--skip-trio", action="store_true", help="no floor and no kubelet-trio (debugging)")
@@ -663,6 +668,9 @@ def main() -> int:
             "trio_over_floor_gone": ratio(trio_k.get("delete_to_gone_s"), floor_m.get("all_gone_s")),
             "trio_over_go_ready": ratio(trio_k.get("create_to_ready_s"), go_k.get("create_to_ready_s")),
             "trio_over_go_gone": ratio(trio_k.get("delete_to_gone_s"), go_k.get("delete_to_gone_s")),
+            "trio_over_go_cpu_per_pod": ratio(
+                trio_k.get("kubelet_cpu_per_pod_to_ready_ms"), go_k.get("kubelet_cpu_per_pod_to_ready_ms")
+            ),
         }
         out[f"n_{n}"] = r
     if steady:

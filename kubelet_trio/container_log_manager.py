@@ -184,7 +184,9 @@ class ContainerLogManager:
                         "log rotation: no container status", extra=kv(container=container_id, error=err)
                     )
                     continue
-                self._log_paths[container_id] = response.status.log_path if response.status else ""
+                self._log_paths[container_id] = (
+                    response.status.log_path if response.status is not None else ""
+                )
         logs = [(cid, path) for cid, path in self._log_paths.items() if path]
         sizes = await self.run_sync(_sizes, [path for _, path in logs])  # one thread hop a round
         for (container_id, path), size in zip(logs, sizes, strict=True):

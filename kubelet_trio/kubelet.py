@@ -53,7 +53,7 @@ from kubelet_trio.kuberuntime.manager import (
     running_pod_from_status,
 )
 from kubelet_trio.lifecycle.predicate import admit_pod_count, admit_standalone
-from kubelet_trio.logs import kobj, kv
+from kubelet_trio.logs import kobj, kv, vlevel
 from kubelet_trio.metrics import KubeletMetrics
 from kubelet_trio.nodeshutdown import NodeShutdownManager, ShutdownSocket, socket_path
 from kubelet_trio.nodestatus.addresses import NodeAddressError, choose_node_ip, read_host_network
@@ -657,7 +657,8 @@ class Kubelet:
         pod = self._pod_manager.get(update.pod_uid)
         if pod is None:
             return
-        logger.info(
+        logger.log(
+            vlevel(1),  # Go's "SyncLoop (probe)" is V(1)
             "probe result changed",
             extra=kv(
                 pod=kobj(pod),
@@ -691,6 +692,8 @@ class Kubelet:
         due = set(self._pod_workers.due())
         now = self.clock.now()
         for pod in self._pod_manager.pods():
+            if pod.spec is None or pod.spec.active_deadline_seconds is None:
+                continue  # Go's activeDeadlineHandler.ShouldSync: no deadline, nothing to look up
             status = self._status_manager.get(pod.uid)
             if status is not None and active_deadline_exceeded(pod, status, now):
                 due.add(pod.uid)

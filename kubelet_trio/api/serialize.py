@@ -243,7 +243,7 @@ def _decode_model(cls: type[M], data: Any, path: FieldPath) -> M:
 
 
 def _encode_model(obj: Model) -> dict[str, Any]:
-    out: dict[str, Any] = copy.deepcopy(dict(obj.extra))
+    out: dict[str, Any] = copy.deepcopy(dict(obj.extra)) if obj.extra else {}
     for codec in _codecs(type(obj)).values():
         value = getattr(obj, codec.attr)
         if value is not None:

@@ -14,6 +14,7 @@ refused, since the API's times are absolute.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 
 __all__ = [
     "Timestamp",
@@ -36,10 +37,16 @@ def _split(moment: dt.datetime | int) -> tuple[str, int]:
     """``(whole seconds formatted in UTC, nanoseconds)``."""
     if isinstance(moment, int):
         seconds, nanos = divmod(moment, 10**9)
-        return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime(_SECONDS), nanos
+        return _utc_seconds(seconds), nanos
     if moment.tzinfo is None:
         raise ValueError("timestamps must be timezone-aware")
     return moment.astimezone(dt.UTC).strftime(_SECONDS), moment.microsecond * 1000
+
+
+@functools.lru_cache(maxsize=256)
+def _utc_seconds(seconds: int) -> str:
+    """Memoized: a node's CRI times fall in few distinct seconds, formatted again at every status sync."""
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime(_SECONDS)
 
 
 def rfc3339(moment: dt.datetime | int) -> str:

@@ -144,10 +144,16 @@ class ApiserverSource:
         return None
 
     async def _publish(self) -> None:
-        mirrors = {p.full_name: p for p in self._store.values() if p.is_mirror}
+        mirrors: dict[str, Pod] = {}
+        regular: list[Pod] = []
+        for pod in self._store.values():  # one pass: a set is published after every watch batch
+            if pod.is_mirror:
+                mirrors[pod.full_name] = pod
+            else:
+                regular.append(pod)
         if mirrors != self.mirror_pods.value:
             self.mirror_pods.value = mirrors
-        pods = tuple(p for p in self._store.values() if not p.is_mirror)
+        pods = tuple(regular)
         await self.updates.send(SourceSet(API_SOURCE, pods))
 
     async def _consume(self, events: trio.MemoryReceiveChannel[WatchEvent]) -> None:

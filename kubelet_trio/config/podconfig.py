@@ -153,22 +153,23 @@ class PodStorage:
         uids: set[str] = set()
         kept: list[Pod] = []
         others = [(s, by_uid) for s, by_uid in self._pods.items() if s != source and by_uid]
-        for pod in pods:
-            if pod.metadata is None or not pod.uid:
-                logger.warning("dropping pod without a UID", extra=kv(source=source, pod=pod.full_name))
+        for pod in pods:  # every set carries every pod of the source: each property is read once
+            uid, full_name = pod.uid, pod.full_name
+            if pod.metadata is None or not uid:
+                logger.warning("dropping pod without a UID", extra=kv(source=source, pod=full_name))
                 continue
-            if pod.full_name in names or pod.uid in uids:
-                logger.warning("dropping duplicate pod", extra=kv(source=source, pod=kobj(pod), uid=pod.uid))
+            if full_name in names or uid in uids:
+                logger.warning("dropping duplicate pod", extra=kv(source=source, pod=kobj(pod), uid=uid))
                 continue
-            owner = next((s for s, by_uid in others if pod.uid in by_uid), None) if others else None
+            owner = next((s for s, by_uid in others if uid in by_uid), None) if others else None
             if owner is not None:
                 logger.warning(
                     "dropping pod whose UID belongs to another source",
-                    extra=kv(source=source, owner=owner, pod=kobj(pod), uid=pod.uid),
+                    extra=kv(source=source, owner=owner, pod=kobj(pod), uid=uid),
                 )
                 continue
-            names.add(pod.full_name)
-            uids.add(pod.uid)
+            names.add(full_name)
+            uids.add(uid)
             kept.append(pod)
         return kept
 

@@ -8,6 +8,7 @@ kubelet agree (upstream's test vector: ``test_container`` + ``foo/image:v1`` →
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -46,8 +47,14 @@ def go_json_string(text: str) -> str:
 
 def hash_container(container: Container) -> str:
     """Lowercase hex, no padding (``strconv.FormatUint(hash, 16)``), as in the hash annotation."""
+    return _hash_name_image(container.name or "", container.image or "")
+
+
+@functools.lru_cache(maxsize=4096)
+def _hash_name_image(name: str, image: str) -> str:
+    """Memoized: every sync of every pod hashes each container a few times, and a node runs few images."""
     # json.Marshal(map[string]string) sorts keys: "image" < "name".
-    doc = f'{{"image":{go_json_string(container.image or "")},"name":{go_json_string(container.name or "")}}}'
+    doc = f'{{"image":{go_json_string(image)},"name":{go_json_string(name)}}}'
     raw = doc.encode("utf-8")
     spew = "([]uint8)[" + " ".join(str(b) for b in raw) + "]"
     return format(fnv32a(spew.encode("ascii")), "x")

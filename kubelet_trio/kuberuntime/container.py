@@ -334,7 +334,8 @@ class ContainerLifecycle:
             self.event(pod, "Warning", "Failed", f"Error: {message}")
             raise StartContainerError(ERR_RUN_CONTAINER, err.message) from err
         self.event(pod, "Normal", "Started", f"Started container {name}")
-        logger.info("container started", extra=kv(**ctx, id=container_id, restart_count=restart_count))
+        # V(4) as Go's start path logs it (the Started event is what operators see)
+        logger.debug("container started", extra=kv(**ctx, id=container_id, restart_count=restart_count))
 
         await self._post_start(pod, container, container_id)
         if self.on_started is not None:

@@ -601,7 +601,8 @@ class KubeRuntimeManager:
         await self.run_sync(make_dirs, config.log_directory)
         handler = await self._runtime_handler(pod)
         sandbox_id = await self._runtime.run_pod_sandbox(config, handler)
-        logger.info("created sandbox", extra=kv(**_ctx(pod), sandbox=sandbox_id, attempt=attempt))
+        # Go's "Created PodSandbox for pod" is V(4): a line per pod start costs at scale
+        logger.debug("created sandbox", extra=kv(**_ctx(pod), sandbox=sandbox_id, attempt=attempt))
         return sandbox_id
 
     def _cgroup_parent(self, pod: Pod) -> str:

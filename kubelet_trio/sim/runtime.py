@@ -421,7 +421,7 @@ class SimRuntime:
         sandbox_id = self._unique_id()
         namespaces = (
             config.linux.security_context.namespace_options
-            if config.linux and config.linux.security_context
+            if config.linux is not None and config.linux.security_context is not None
             else None
         )
         host_network = namespaces is not None and namespaces.network is pb.NamespaceMode.NODE
@@ -509,7 +509,7 @@ class SimRuntime:
         md = config.metadata
         if md is None:
             raise errors.CriCallError(op, "container config must include metadata")
-        smd = (sandbox_config.metadata if sandbox_config else None) or sandbox.metadata
+        smd = (sandbox_config.metadata if sandbox_config is not None else None) or sandbox.metadata
         name = f"{md.name}_{smd.name}_{smd.namespace}_{smd.uid}_{md.attempt}"
         if name in self._container_names:
             owner = self._container_names[name]
@@ -560,7 +560,10 @@ class SimRuntime:
         image: SimImage,
     ) -> Behaviour | None:
         key = SIM_ANNOTATION_PREFIX + container_name
-        for source in (sandbox_config.annotations if sandbox_config else {}, sandbox.config.annotations):
+        for source in (
+            sandbox_config.annotations if sandbox_config is not None else {},
+            sandbox.config.annotations,
+        ):
             if key in source:
                 try:
                     return parse_script(source[key])
@@ -572,7 +575,10 @@ class SimRuntime:
     def _usage_for(
         op: str, container_name: str, sandbox: SandboxRecord, sandbox_config: pb.PodSandboxConfig | None
     ) -> ContainerUsage | None:
-        for source in (sandbox_config.annotations if sandbox_config else {}, sandbox.config.annotations):
+        for source in (
+            sandbox_config.annotations if sandbox_config is not None else {},
+            sandbox.config.annotations,
+        ):
             try:
                 usage = usage_from_annotations(source, container_name)
             except UsageError as err:

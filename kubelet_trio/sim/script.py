@@ -45,6 +45,7 @@ Examples::
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Sequence
@@ -274,8 +275,10 @@ def _exec_rule(args: list[str]) -> ExecRule:
     return ExecRule(argv, ExecResult(code, stdout=stdout, delay_ns=delay_ns))
 
 
+@functools.lru_cache(maxsize=256)
 def parse_script(script: str) -> Behaviour:
-    """Parse a behaviour script (see the module docstring); raise :class:`ScriptError`."""
+    """Parse a behaviour script (see the module docstring); raise :class:`ScriptError`. Memoized: the
+    result is immutable, and every container of a pod template carries the same annotation."""
     builder = _Builder()
     for number, clause in enumerate(split_clauses(script), start=1):
         try:

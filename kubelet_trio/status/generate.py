@@ -131,44 +131,46 @@ def _instance_image(cs: RuntimeContainerStatus, spec: Container) -> str | None:
 def _convert_one(
     cs: RuntimeContainerStatus, old: ContainerStatus | None, image: str | None
 ) -> ContainerStatus:
-    """One runtime instance -> API status (``convertContainerStatus``)."""
-    status = ContainerStatus(
+    """One runtime instance -> API status (``convertContainerStatus``), built once (no evolve: this runs
+    for every container at every status generation)."""
+    state = ContainerState(waiting=ContainerStateWaiting())  # CREATED, and UNKNOWN otherwise: waiting{}
+    restart_count = cs.restart_count
+    started: bool | None = None
+    old_state = old.state if old is not None else None
+    if cs.state is RuntimeState.RUNNING:
+        state = ContainerState(running=ContainerStateRunning(started_at=rfc3339(cs.started_at)))
+        if old is not None and old.started is not None and old.container_id == cs.container_id:
+            started = old.started
+    elif cs.state is RuntimeState.EXITED:
+        state = ContainerState(
+            terminated=ContainerStateTerminated(
+                exit_code=cs.exit_code,
+                reason=_terminated_reason(cs),
+                message=cs.message or None,
+                started_at=rfc3339(cs.started_at),
+                finished_at=rfc3339(cs.finished_at),
+                container_id=cs.container_id,
+            )
+        )
+    elif cs.state is RuntimeState.UNKNOWN and old is not None and old_state is not None and old_state.running:
+        # It was running and the runtime lost it: show it as terminated, not as "never ran".
+        state = ContainerState(
+            terminated=ContainerStateTerminated(
+                exit_code=137, reason=CONTAINER_STATUS_UNKNOWN, message=_MSG_UNKNOWN_TERMINATED
+            )
+        )
+        restart_count = (old.restart_count or 0) + 1
+    return ContainerStatus(
         name=cs.name,
-        state=ContainerState(waiting=ContainerStateWaiting()),
+        state=state,
         last_state=ContainerState(),
         ready=False,
-        restart_count=cs.restart_count,
+        restart_count=restart_count,
         image=image,
         image_id=cs.image_ref,
         container_id=cs.container_id,
+        started=started,
     )
-    old_state = old.state if old is not None else None
-    if cs.state is RuntimeState.RUNNING:
-        status = attrs.evolve(
-            status, state=ContainerState(running=ContainerStateRunning(started_at=rfc3339(cs.started_at)))
-        )
-        if old is not None and old.started is not None and old.container_id == status.container_id:
-            status = attrs.evolve(status, started=old.started)
-    elif cs.state is RuntimeState.EXITED:
-        terminated = ContainerStateTerminated(
-            exit_code=cs.exit_code,
-            reason=_terminated_reason(cs),
-            message=cs.message or None,
-            started_at=rfc3339(cs.started_at),
-            finished_at=rfc3339(cs.finished_at),
-            container_id=cs.container_id,
-        )
-        status = attrs.evolve(status, state=ContainerState(terminated=terminated))
-    elif cs.state is RuntimeState.UNKNOWN and old is not None and old_state is not None and old_state.running:
-        # It was running and the runtime lost it: show it as terminated, not as "never ran".
-        terminated = ContainerStateTerminated(
-            exit_code=137, reason=CONTAINER_STATUS_UNKNOWN, message=_MSG_UNKNOWN_TERMINATED
-        )
-        status = attrs.evolve(
-            status, state=ContainerState(terminated=terminated), restart_count=(old.restart_count or 0) + 1
-        )
-    # CREATED, and UNKNOWN otherwise: waiting{}.
-    return status
 
 
 def _is_waiting_with(status: ContainerStatus, reason: str) -> bool:
