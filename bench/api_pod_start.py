@@ -82,7 +82,7 @@ from kubelet_trio import defaults
 from kubelet_trio.apimode import open_kubeconfig_client
 from kubelet_trio.client import ApiClient
 from kubelet_trio.cri.remote import open_cri_runtime
-from kubelet_trio.testing.env import LocalCriEnvironment, missing_prerequisites
+from kubelet_trio.testing.env import LocalCriEnvironment, missing_prerequisites, private_cgroup_root
 from kubelet_trio.testing.envtest import DEFAULT_ASSETS, assets, start_envtest
 from kubelet_trio.testing.registry import free_port
 
@@ -198,7 +198,8 @@ def trio_kubelet(
     log_dir: Path | None,
     extra_args: Sequence[str] = (),
 ) -> Iterator[KubeletProcess]:
-    """``python -m kubelet_trio --kubeconfig`` as users run it, until its node is Ready."""
+    """``python -m kubelet_trio --kubeconfig`` as users run it, until its node is Ready; its pod cgroups
+    under a root of its own (two kubelets sharing ``/kubepods`` remove each other's pods as orphans)."""
     workdir.mkdir(parents=True, exist_ok=True)
     log = (log_dir or workdir) / "kubelet-trio.log"
     port = free_port()
@@ -215,21 +216,28 @@ def trio_kubelet(
         "--fail-swap-on=false",
         *extra_args,
     ]  # fmt: skip
-    with log.open("wb") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_node_ready(plane, TRIO_NODE, proc, log)
-        yield KubeletProcess(proc, port)
-    finally:
-        stop_process(proc)
+    with private_cgroup_root("bench-trio") as cgroup_root:
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [*command, "--cgroup-root", cgroup_root],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            wait_node_ready(plane, TRIO_NODE, proc, log)
+            yield KubeletProcess(proc, port)
+        finally:
+            stop_process(proc)
 
 
-def go_kubelet_config(workdir: Path, port: int, *, qps: bool) -> Path:
+def go_kubelet_config(workdir: Path, port: int, cgroup_root: str, *, qps: bool) -> Path:
     """A KubeletConfiguration for running the Go kubelet as root in this (cgroup v1, no systemd) box."""
     config: dict[str, Any] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
         "cgroupDriver": "cgroupfs",
+        "cgroupRoot": cgroup_root,
         "failSwapOn": False,
         "port": port,
         "readOnlyPort": 0,
@@ -258,26 +266,27 @@ def go_kubelet(
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = (log_dir or workdir) / ("kubelet-go.log" if qps else "kubelet-go-default-qps.log")
-    command = [
-        str(GO_KUBELET),
-        f"--config={go_kubelet_config(workdir, port, qps=qps)}",
-        f"--kubeconfig={plane.kubeconfig}",
-        f"--hostname-override={GO_NODE}",
-        "--container-runtime=remote",
-        f"--container-runtime-endpoint={cri.endpoint}",
-        f"--root-dir={workdir / 'root'}",
-        f"--cert-dir={workdir / 'pki'}",
-        f"--pod-infra-container-image={cri.images.pause}",
-        "--v=2",
-    ]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_node_ready(plane, GO_NODE, proc, log)
-        yield KubeletProcess(proc, port)
-    finally:
-        stop_process(proc)
-        unmount_under(workdir / "root")
+    with private_cgroup_root("bench-go") as cgroup_root:
+        command = [
+            str(GO_KUBELET),
+            f"--config={go_kubelet_config(workdir, port, cgroup_root, qps=qps)}",
+            f"--kubeconfig={plane.kubeconfig}",
+            f"--hostname-override={GO_NODE}",
+            "--container-runtime=remote",
+            f"--container-runtime-endpoint={cri.endpoint}",
+            f"--root-dir={workdir / 'root'}",
+            f"--cert-dir={workdir / 'pki'}",
+            f"--pod-infra-container-image={cri.images.pause}",
+            "--v=2",
+        ]
+        with log.open("wb") as out:
+            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_node_ready(plane, GO_NODE, proc, log)
+            yield KubeletProcess(proc, port)
+        finally:
+            stop_process(proc)
+            unmount_under(workdir / "root")
 
 
 # -- one API run ----------------------------------------------------------------------------------------
