@@ -147,9 +147,9 @@ def statvfs_observations(path: str, now: float) -> tuple[Observation, Observatio
 def allocatable_memory_observation(usage: CgroupUsage | None, now: float) -> Observation | None:
     """``allocatableMemory.available`` from ``kubepods``' counters: its limit less the pods' working set
     (none without a limit, as cAdvisor reports no available bytes then)."""
-    if usage is None or usage.memory_limit is None or usage.memory_working_set is None:
+    available = usage.memory_available if usage is not None else None
+    if usage is None or available is None or usage.memory_working_set is None:
         return None
-    available = max(usage.memory_limit - usage.memory_working_set, 0)
     return Observation(available=available, capacity=available + usage.memory_working_set, time=now)
 
 

@@ -86,6 +86,14 @@ class CgroupUsage:
     memory_limit: int | None = None  # None: unlimited
     block_io: tuple[BlockIo, ...] = ()
 
+    @property
+    def memory_available(self) -> int | None:
+        """cAdvisor's available bytes: the limit less the working set (never below 0); None without a
+        limit."""
+        if self.memory_limit is None or self.memory_working_set is None:
+            return None
+        return max(self.memory_limit - self.memory_working_set, 0)
+
 
 def process_cgroups(pid: int, *, proc: str = PROC) -> dict[str, str]:
     """Controller → cgroup path of ``pid`` (``""`` is the v2 unified hierarchy); {} when it is gone."""

@@ -286,9 +286,8 @@ class CriStatsProvider:
     # system container name ("pods") → where its cgroup is (blocking; {}: not there), read under cgroup_root
     system_cgroups: Mapping[str, Callable[[], dict[str, str]]] = attrs.Factory(dict)
     cgroup_root: str = CGROUP_ROOT
-    _node_cpu: tuple[int, int] | None = None  # (wall ns, core ns)
     _container_cpu: dict[str, tuple[int, int]] = attrs.Factory(dict)  # id → (timestamp ns, core ns)
-    _system_cpu: dict[str, tuple[int, int]] = attrs.Factory(dict)  # system container → the same
+    _host_cpu: dict[str, tuple[int, int]] = attrs.Factory(dict)  # the node ("") and system containers
     _sandbox_stats_after: float = float("-inf")  # Trio time: ListPodSandboxStats failed, ask again then
 
     # -- the public surface ------------------------------------------------------------------------
@@ -349,21 +348,12 @@ class CriStatsProvider:
                 continue
             cpu = None
             if usage.cpu_usage_ns is not None:
-                previous = self._system_cpu.get(name)
-                rate = _rate(usage.cpu_usage_ns - previous[1], now - previous[0]) if previous else None
-                self._system_cpu[name] = (now, usage.cpu_usage_ns)
-                cpu = CPUStats(now, rate, usage.cpu_usage_ns)
-            working_set = usage.memory_working_set
-            available = (
-                max(usage.memory_limit - working_set, 0)
-                if usage.memory_limit is not None and working_set is not None
-                else None
-            )
+                cpu = _cpu_sample(self._host_cpu, name, now, usage.cpu_usage_ns)
             memory = MemoryStats(
                 now,
-                available_bytes=available,
+                available_bytes=usage.memory_available,
                 usage_bytes=usage.memory_usage,
-                working_set_bytes=working_set,
+                working_set_bytes=usage.memory_working_set,
                 rss_bytes=usage.memory_rss,
             )
             out.append(ContainerStats(name, cpu=cpu, memory=memory))
@@ -398,11 +388,7 @@ class CriStatsProvider:
     def _node_cpu_stats(self, sample: HostSample, now: int) -> CPUStats | None:
         if sample.cpu_core_nano_seconds is None:
             return None
-        nano_cores = None
-        if self._node_cpu is not None and now > self._node_cpu[0]:
-            nano_cores = _rate(sample.cpu_core_nano_seconds - self._node_cpu[1], now - self._node_cpu[0])
-        self._node_cpu = (now, sample.cpu_core_nano_seconds)
-        return CPUStats(now, nano_cores, sample.cpu_core_nano_seconds)
+        return _cpu_sample(self._host_cpu, "", now, sample.cpu_core_nano_seconds)
 
     @staticmethod
     def _node_memory(sample: HostSample, now: int) -> MemoryStats | None:
@@ -499,12 +485,9 @@ class CriStatsProvider:
         stamp = cpu.timestamp or now
         total = _value(cpu.usage_core_nano_seconds)
         nano_cores = _value(cpu.usage_nano_cores)
-        if total is not None:
-            previous = self._container_cpu.get(container_id)
-            if nano_cores is None and previous is not None and stamp > previous[0]:
-                nano_cores = _rate(total - previous[1], stamp - previous[0])
-            self._container_cpu[container_id] = (stamp, total)
-        return CPUStats(stamp, nano_cores, total)
+        if total is None:
+            return CPUStats(stamp, nano_cores, None)
+        return _cpu_sample(self._container_cpu, container_id, stamp, total, nano_cores)
 
     def _forget_containers(self, live: set[str]) -> None:
         for gone in set(self._container_cpu) - live:
@@ -594,6 +577,19 @@ def _fs(usage: DiskUsage | None, now: int) -> FsStats | None:
     if usage is None:
         return None
     return FsStats(time_ns=now, used_bytes=usage.used_bytes, inodes_used=usage.inodes_used)
+
+
+def _cpu_sample(
+    samples: dict[str, tuple[int, int]], key: str, stamp: int, total: int, nano_cores: int | None = None
+) -> CPUStats:
+    """CPU at ``stamp`` with ``total`` core-nanoseconds; without a rate of the runtime's own, the rate since
+    ``key``'s previous sample in ``samples`` (none for the first, or for a sample no newer), which this
+    one replaces."""
+    previous = samples.get(key)
+    if nano_cores is None and previous is not None and stamp > previous[0]:
+        nano_cores = _rate(total - previous[1], stamp - previous[0])
+    samples[key] = (stamp, total)
+    return CPUStats(stamp, nano_cores, total)
 
 
 def _rate(delta: int, elapsed_ns: int) -> int:

@@ -55,6 +55,8 @@ async def test_the_pods_system_container_is_kubepods(
         now, available_bytes=400 * MI, usage_bytes=700 * MI, working_set_bytes=600 * MI, rss_bytes=500 * MI
     )
     assert pods.cpu == CPUStats(now, None, 10**9)  # no rate before a second sample
+    [again] = (await stats.node_stats()).system_containers  # the same instant: no rate, no division
+    assert again.cpu == CPUStats(now, None, 10**9)
 
     write(cgroup / "cpuacct/kubepods/cpuacct.usage", str(3 * 10**9))
     await trio.sleep(10)
