@@ -31,7 +31,7 @@ from kubelet_trio.certificate.kubelet import (
 from kubelet_trio.certificate.manager import CertificateManager, RotationBackoff, rotation_deadline
 from kubelet_trio.certificate.serving import open_serving_certificate, reload_certificate_files
 from kubelet_trio.certificate.store import CertificatePair, FileStore, StoreError
-from kubelet_trio.certificate.transport import RotatingTransport
+from kubelet_trio.certificate.transport import ClientCertificateRotation, tls_context_for
 
 __all__ = [
     "CLIENT_PREFIX",
@@ -46,9 +46,9 @@ __all__ = [
     "CertificatePair",
     "CertificateRequestError",
     "CertificateTemplate",
+    "ClientCertificateRotation",
     "FileStore",
     "NodeCertificates",
-    "RotatingTransport",
     "RotationBackoff",
     "StoreError",
     "client_certificate_manager",
@@ -61,5 +61,6 @@ __all__ = [
     "request_certificate",
     "rotation_deadline",
     "serving_certificate_manager",
+    "tls_context_for",
     "wait_for_certificate",
 ]

@@ -4,7 +4,8 @@
 :func:`open_node_api_client` is the daemon's API client in API server mode: TLS bootstrap first when a
 bootstrap kubeconfig is given, then a client on ``--kubeconfig``; with ``--rotate-certificates`` (and a
 client certificate to rotate) the client's certificate is renewed in the background by a
-:class:`CertificateManager` and handed to the client's :class:`RotatingTransport` — no restart.
+:class:`CertificateManager` and handed to the running client (:class:`ClientCertificateRotation`) — no
+restart.
 :func:`client_certificate_manager` and :func:`serving_certificate_manager` build the two managers.
 """
 
@@ -29,7 +30,7 @@ from kubelet_trio.certificate.csr import (
 )
 from kubelet_trio.certificate.manager import CertificateManager
 from kubelet_trio.certificate.store import CertificatePair, FileStore, StoreError
-from kubelet_trio.certificate.transport import RotatingTransport
+from kubelet_trio.certificate.transport import ClientCertificateRotation, tls_context_for
 from kubelet_trio.client import ApiClient, KubeConfig, KubeConfigError, load_kubeconfig, open_api_client
 from kubelet_trio.client.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from kubelet_trio.clock import WallClock
@@ -175,13 +176,13 @@ async def open_node_api_client(
         async with open_api_client(config, qps=qps, burst=burst) as client:
             yield client
         return
-    transport = RotatingTransport.for_pair(config, pair)
     manager.current.value = pair
     if metrics is not None:
         metrics.track_certificates(client=manager)
-    manager.listeners.append(transport.rotate)
-    async with open_api_client(config, transport=transport, qps=qps, burst=burst) as client:
+    context = tls_context_for(config, pair)
+    async with open_api_client(config, tls_context=context, qps=qps, burst=burst) as client:
         client_box.append(client)
+        manager.listeners.append(ClientCertificateRotation(config, client, pair.leaf.serial_number).rotate)
         async with trio.open_nursery() as nursery:
             await nursery.start(manager.run)
             logger.info(

@@ -23,15 +23,17 @@ import json
 import logging
 import platform
 import random
+import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlencode, urlsplit
 
 import attrs
 import trio
 
 from kubelet_trio.api import gojson
 from kubelet_trio.client.errors import ApiClientError, ApiUnavailable, error_from_response
+from kubelet_trio.client.http1 import Http1Pool, TransportError
 from kubelet_trio.client.kubeconfig import KubeConfig, make_ssl_context
 from kubelet_trio.client.metrics import ERROR_CODE, RequestMetrics
 from kubelet_trio.client.ratelimit import DEFAULT_BURST, DEFAULT_QPS, TokenBucket
@@ -47,6 +49,7 @@ __all__ = [
     "JSON",
     "MERGE_PATCH",
     "REQUEST_TIMEOUT",
+    "Answer",
     "ApiClient",
     "RetryPolicy",
     "open_api_client",
@@ -70,6 +73,26 @@ IDLE_CONNECTION_TIMEOUT = 60.0
 MAX_IDLE_CONNECTIONS = 48
 #: How long a tokenFile's content is trusted before it is read again (client-go: 1 min).
 TOKEN_FILE_REFRESH = 60.0
+
+
+class _AnswerHeaders(Protocol):
+    def get(self, name: str, default: None = None) -> str | None: ...
+
+
+class Answer(Protocol):
+    """A complete answer, from httpx or from :class:`~kubelet_trio.client.http1.Http1Pool`."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def headers(self) -> _AnswerHeaders: ...
+    @property
+    def content(self) -> bytes: ...
+    @property
+    def text(self) -> str: ...
+
+
+Decode = Callable[[Answer, str, str], Any]
 
 
 def _user_agent() -> str:
@@ -106,7 +129,7 @@ def describe(err: BaseException) -> str:
     return f"{type(err).__name__}: {detail}" if detail else type(err).__name__
 
 
-def _retry_after(response: httpx.Response, cap: float) -> float | None:
+def _retry_after(response: Answer, cap: float) -> float | None:
     value = response.headers.get("Retry-After")
     if value is None:
         return None
@@ -151,6 +174,8 @@ class ApiClient:
     #: redirect and cookie layers, which this client does not use, were more than half of the Python work
     #: of a request before the network.
     transport: httpx.AsyncBaseTransport | None = None
+    #: Where single requests go on the network (watches stay on ``http``); None: through ``transport``.
+    wire: Http1Pool | None = None
     limiter: TokenBucket = attrs.Factory(TokenBucket)
     retry: RetryPolicy = attrs.Factory(RetryPolicy)
     request_timeout: float | None = REQUEST_TIMEOUT
@@ -196,7 +221,7 @@ class ApiClient:
         params: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str = JSON,
-        decode: Callable[[httpx.Response, str, str], Any] | None = None,
+        decode: Decode | None = None,
     ) -> Any:
         """One API call with rate limit and retries; the decoded JSON answer (None when empty), or what
         ``decode(response, method, path)`` makes of a successful answer."""
@@ -214,7 +239,7 @@ class ApiClient:
         params: Mapping[str, str] | None,
         body: Any,
         content_type: str,
-        decode: Callable[[httpx.Response, str, str], Any],
+        decode: Decode,
     ) -> Any:
         import httpx
 
@@ -233,7 +258,7 @@ class ApiClient:
             try:
                 with self._deadline():
                     response = await self._send(method, path, params, content, headers)
-            except httpx.TransportError as err:
+            except (httpx.TransportError, TransportError) as err:
                 self._result(ERROR_CODE, method)
                 last_error = ApiUnavailable(f"{method} {path}: {describe(err)}")
             except trio.TooSlowError:
@@ -263,8 +288,14 @@ class ApiClient:
         params: Mapping[str, str] | None,
         content: bytes | None,
         headers: dict[str, str],
-    ) -> httpx.Response:
+    ) -> Answer:
         """One attempt, its answer read in full."""
+        if self.wire is not None:
+            url_path = self.http.base_url.raw_path.decode("ascii") + path.lstrip("/")
+            if params:
+                url_path += "?" + urlencode(params)
+            headers["Accept-Encoding"] = ACCEPT_ENCODING
+            return await self.wire.request(method, url_path, headers.items(), content)
         if self.transport is None:
             params = dict(params or {})
             extensions = self._extensions()
@@ -333,47 +364,104 @@ class ApiClient:
         breaks later ends with a synthetic ERROR event; a clean end (server ``timeoutSeconds``) just
         closes the channel. The caller bounds the whole watch with its own deadline.
         """
-        import httpx
-
         query = {**dict(params or {}), "watch": "true"}
         await self.limiter.acquire()
-        request = self.http.build_request(
-            "GET", path, params=query, headers=self._headers(None), extensions=self._extensions()
-        )
+        broken = self._transport_errors()
         started = trio.current_time()
-        try:
-            with self._deadline():
-                response = await self.http.send(request, stream=True)
-        except httpx.TransportError as err:
-            self._result(ERROR_CODE, "GET")
-            raise ApiUnavailable(f"watch {path}: {describe(err)}") from None
-        except trio.TooSlowError:
-            self._result(ERROR_CODE, "GET")
-            raise ApiUnavailable(f"watch {path}: no answer within {self.request_timeout:g}s") from None
-        self._result(str(response.status_code), "GET")
-        if self.metrics is not None:
-            self.metrics.request_latency("GET", self.host, trio.current_time() - started)
-        try:
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                with self._deadline():
+                    response = await stack.enter_async_context(self._watch_stream(path, query))
+            except broken as err:
+                self._result(ERROR_CODE, "GET")
+                raise ApiUnavailable(f"watch {path}: {describe(err)}") from None
+            except trio.TooSlowError:
+                self._result(ERROR_CODE, "GET")
+                raise ApiUnavailable(f"watch {path}: no answer within {self.request_timeout:g}s") from None
+            self._result(str(response.status_code), "GET")
+            if self.metrics is not None:
+                self.metrics.request_latency("GET", self.host, trio.current_time() - started)
             if response.status_code != 200:
+                unread: tuple[type[BaseException], ...] = (*broken, trio.TooSlowError)
                 try:
                     with self._deadline():
-                        body = await response.aread()
-                except (httpx.TransportError, trio.TooSlowError):
+                        body = await response.read()
+                except unread:
                     body = b""
                 raise error_from_response(response.status_code, body)
             send, receive = trio.open_memory_channel[WatchEvent](WATCH_BUFFER)
             try:
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(pump_watch_events, response, send)
+                    nursery.start_soon(pump_watch_events, response.lines(), send, broken)
                     try:
                         yield receive
                     finally:
                         nursery.cancel_scope.cancel()
             except BaseExceptionGroup as group:
                 _raise_single(group)
-        finally:
-            with trio.move_on_after(1.0, shield=True):
-                await response.aclose()
+
+    async def use_tls_context(self, context: ssl.SSLContext) -> None:
+        """Connect with ``context`` from now on (a renewed client certificate), closing every connection
+        made with the previous one. Only for a client on the network (not one given a transport)."""
+        if self.wire is None:
+            raise RuntimeError("the client's connections belong to the transport it was given")
+        await self.wire.use_tls_context(context)
+
+    def _transport_errors(self) -> tuple[type[BaseException], ...]:
+        """What a broken connection raises on this client's path to the server."""
+        if self.wire is not None:
+            return (TransportError,)
+        import httpx
+
+        return (httpx.TransportError, httpx.StreamError)
+
+    def _watch_stream(
+        self, path: str, query: Mapping[str, str]
+    ) -> contextlib.AbstractAsyncContextManager[_WatchStream]:
+        if self.wire is None:
+            return _httpx_stream(self, path, query)
+        url_path = self.http.base_url.raw_path.decode("ascii") + path.lstrip("/") + "?" + urlencode(query)
+        return self.wire.stream("GET", url_path, self._headers(None).items())
+
+
+class _WatchStream(Protocol):
+    """A streamed answer: :class:`~kubelet_trio.client.http1.Http1Stream`, or httpx's adapted."""
+
+    @property
+    def status_code(self) -> int: ...
+    async def read(self) -> bytes: ...
+    def lines(self) -> AsyncIterator[str | bytes]: ...
+
+
+@attrs.frozen
+class _HttpxStream:
+    response: httpx.Response
+
+    @property
+    def status_code(self) -> int:
+        return self.response.status_code
+
+    async def read(self) -> bytes:
+        return await self.response.aread()
+
+    def lines(self) -> AsyncIterator[str]:
+        return self.response.aiter_lines()
+
+
+@contextlib.asynccontextmanager
+async def _httpx_stream(
+    client: ApiClient, path: str, query: Mapping[str, str]
+) -> AsyncIterator[_HttpxStream]:
+    """A watch through the client's httpx transport (one a caller supplied, such as the fake API's)."""
+    request = client.http.build_request(
+        "GET", path, params=query, headers=client._headers(None), extensions=client._extensions()
+    )
+    response = await client.http.send(request, stream=True)
+    try:
+        yield _HttpxStream(response)
+    finally:
+        with trio.move_on_after(1.0, shield=True):
+            await response.aclose()
 
 
 def _raise_single(group: BaseExceptionGroup[BaseException]) -> None:
@@ -384,7 +472,7 @@ def _raise_single(group: BaseExceptionGroup[BaseException]) -> None:
     raise group
 
 
-def _decode(response: httpx.Response, method: str, path: str) -> Any:
+def _decode(response: Answer, method: str, path: str) -> Any:
     """A successful answer's JSON (None when empty); an undecodable one is an :class:`ApiClientError`."""
     if not response.content:
         return None
@@ -412,11 +500,16 @@ async def open_api_client(
     retry: RetryPolicy | None = None,
     request_timeout: float | None = REQUEST_TIMEOUT,
     rng: random.Random | None = None,
+    max_request_connections: int | None = None,
+    tls_context: ssl.SSLContext | None = None,
 ) -> AsyncIterator[ApiClient]:
     """An :class:`ApiClient` for ``config`` (a loaded kubeconfig) or a bare ``server`` URL.
 
     ``transport`` replaces the network (tests serve an in-process fake API server through it); TLS
-    verification is on unless the kubeconfig sets ``insecure-skip-tls-verify``.
+    verification is on unless the kubeconfig sets ``insecure-skip-tls-verify``. On the network, single
+    requests use at most ``max_request_connections`` connections at once (None: as many as the callers
+    make). ``tls_context`` replaces the kubeconfig's TLS settings (a client certificate of the kubelet's
+    own, renewed later with :meth:`ApiClient.use_tls_context`).
     """
     import httpx
 
@@ -424,25 +517,57 @@ async def open_api_client(
     if not base_url:
         raise ValueError("open_api_client needs a kubeconfig or a server URL")
     verify: Any = True
-    if config is not None and config.uses_tls and transport is None:
+    if tls_context is not None:
+        verify = tls_context
+    elif config is not None and config.uses_tls and transport is None:
         verify = make_ssl_context(config)
     token = _Token(static=config.token, file=config.token_file) if config else _Token()
+    tls_server_name = config.tls_server_name if config else None
+    wire: Http1Pool | None = None
     if transport is None:
         from kubelet_trio.client.pool import keep_alive_transport
 
         transport = keep_alive_transport(
             verify, max_idle=MAX_IDLE_CONNECTIONS, keepalive_expiry=IDLE_CONNECTION_TIMEOUT
         )
-    async with httpx.AsyncClient(
-        base_url=base_url, transport=transport, timeout=None, trust_env=False
-    ) as http:
+        wire = _wire(base_url, verify, tls_server_name, max_request_connections)
+    async with (
+        httpx.AsyncClient(base_url=base_url, transport=transport, timeout=None, trust_env=False) as http,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        if wire is not None:
+            stack.push_async_callback(wire.aclose)
         yield ApiClient(
             http,
             transport=transport,
+            wire=wire,
             limiter=TokenBucket(qps, burst),
             retry=retry or RetryPolicy(),
             request_timeout=request_timeout,
             rng=rng or random.Random(),
-            tls_server_name=config.tls_server_name if config else None,
+            tls_server_name=tls_server_name,
             token=token,
         )
+
+
+def _wire(
+    base_url: str, verify: ssl.SSLContext | bool, server_name: str | None, max_connections: int | None
+) -> Http1Pool:
+    url = urlsplit(base_url)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise ValueError(f"API server URL {base_url!r}: expected http(s)://host[:port]")
+    context: ssl.SSLContext | None = None
+    if url.scheme == "https":
+        context = verify if isinstance(verify, ssl.SSLContext) else ssl.create_default_context()
+        if verify is False:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+    return Http1Pool(
+        url.hostname,
+        url.port or (443 if context is not None else 80),
+        context,
+        server_hostname=server_name,
+        max_idle=MAX_IDLE_CONNECTIONS,
+        keepalive_expiry=IDLE_CONNECTION_TIMEOUT,
+        max_connections=max_connections,
+    )

@@ -1,4 +1,6 @@
-"""The API client's connections: HTTP/1.1 keep-alive connections to one server, the idle ones on a stack.
+"""The API client's connections for watches (and for everything when a caller hands the client an httpx
+transport): HTTP/1.1 keep-alive connections to one server through httpcore, the idle ones on a stack.
+Single requests on the network use :mod:`kubelet_trio.client.http1`.
 
 httpcore's own pool walks every pooled connection on every request and every response close, asking
 each idle one's socket whether the server hung up (a system call each): with the thirty status writes of

@@ -25,7 +25,7 @@ from kubelet_trio.api import gojson
 from kubelet_trio.client.errors import StatusError, status_error
 
 if TYPE_CHECKING:
-    import httpx
+    from collections.abc import AsyncIterator
 
 __all__ = [
     "ADDED",
@@ -86,14 +86,17 @@ class WatchEvent:
         )
 
 
-async def pump_watch_events(response: httpx.Response, send: trio.MemorySendChannel[WatchEvent]) -> None:
-    """Decode lines into events until the stream ends (closes ``send``). Never blocks on ``send``."""
-    import httpx
-
+async def pump_watch_events(
+    lines: AsyncIterator[str | bytes],
+    send: trio.MemorySendChannel[WatchEvent],
+    broken: tuple[type[BaseException], ...],
+) -> None:
+    """Decode ``lines`` into events until the stream ends (closes ``send``); one of ``broken`` (the
+    transport's errors) ends it with a synthetic ERROR event. Never blocks on ``send``."""
     with send, contextlib.suppress(trio.BrokenResourceError):
         failed = False
         try:
-            async for line in response.aiter_lines():
+            async for line in lines:
                 if failed or not line.strip():
                     continue  # after a bad line, drain: the consumer stops this watch
                 try:
@@ -108,7 +111,7 @@ async def pump_watch_events(response: httpx.Response, send: trio.MemorySendChann
                     failed = True
                     continue
                 send.send_nowait(event)
-        except (httpx.TransportError, httpx.StreamError) as err:
+        except broken as err:
             send.send_nowait(
                 WatchEvent.stream_error(f"watch stream broken: {type(err).__name__}: {err}".rstrip(": "))
             )

@@ -29,14 +29,12 @@ import ipaddress
 import logging
 import os
 import signal
-import ssl
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from functools import partial
 
 import attrs
-import httpx
 import trio
 import trio_util
 
@@ -44,13 +42,10 @@ from kubelet_trio import defaults
 from kubelet_trio.api.quantity import Quantity
 from kubelet_trio.apimode import ApiModeOptions
 from kubelet_trio.client import (
-    IDLE_CONNECTION_TIMEOUT,
     ApiClient,
-    KubeConfig,
     KubeConfigError,
     TokenBucket,
     load_kubeconfig,
-    make_ssl_context,
     open_api_client,
 )
 from kubelet_trio.clock import WallClock
@@ -73,7 +68,6 @@ POD_NETWORK = ipaddress.IPv4Network("10.128.0.0/9")
 MAX_NODES = 2**15  # a /24 of pods per node within POD_NETWORK
 START_CONCURRENCY = 10  # nodes registering at once
 REQUEST_CONNECTIONS = 64  # connections for requests other than watches, shared by all nodes
-POOL_CONNECTIONS = 8  # ... in pools of this many (a pool's bookkeeping grows with its size squared)
 #: The cyclic collector's thresholds in a process that runs nodes. With CPython's default (700, 10, 10)
 #: the statuses, pods and requests of thousands of pods live just long enough to be promoted to the oldest
 #: generation, whose growth then triggers full collections: at 10 000 pods on 100 nodes that was 30 full
@@ -380,107 +374,17 @@ def settings_from(args: argparse.Namespace) -> SimNodesSettings:
     )
 
 
-@attrs.define(eq=False)
-class _ClosingStream(httpx.AsyncByteStream):
-    """A response body that runs ``on_close`` once it is closed (the connection is free again)."""
-
-    stream: httpx.AsyncByteStream
-    on_close: Callable[[], Awaitable[None]]
-    closed: bool = False
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self.stream:
-            yield chunk
-
-    async def aclose(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        try:
-            await self.stream.aclose()
-        finally:
-            await self.on_close()
-
-
-def _with_body(response: httpx.Response, on_close: Callable[[], Awaitable[None]]) -> httpx.Response:
-    assert isinstance(response.stream, httpx.AsyncByteStream)
-    return httpx.Response(
-        response.status_code,
-        headers=response.headers,
-        stream=_ClosingStream(response.stream, on_close),
-        extensions=response.extensions,
-    )
-
-
-@attrs.define(eq=False)
-class _Shard:
-    transport: httpx.AsyncBaseTransport
-    free: trio.Semaphore
-
-
-@attrs.define(eq=False)
-class SplitPool(httpx.AsyncBaseTransport):
-    """Requests on a few small shared pools; each watch on a connection of its own, closed with it.
-
-    Every node holds a few watches open for minutes. In one httpx pool they would be scanned for every
-    request (its cost grows with the connections it holds), which at hundreds of nodes dominates. For the
-    same reason requests go to several small pools rather than one big one, and wait for a free
-    connection here, not in a pool, whose bookkeeping also grows with the requests waiting in it."""
-
-    verify: ssl.SSLContext | bool
-    shards: list[_Shard]
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.params.get("watch") != "true":
-            shard = max(self.shards, key=lambda s: s.free.value)  # the least busy; wait there if all are
-            await shard.free.acquire()
-            try:
-                response = await shard.transport.handle_async_request(request)
-            except BaseException:
-                shard.free.release()
-                raise
-
-            async def release() -> None:
-                shard.free.release()
-
-            return _with_body(response, release)
-        own = httpx.AsyncHTTPTransport(
-            verify=self.verify, limits=httpx.Limits(max_connections=1, max_keepalive_connections=0)
-        )
-        try:
-            response = await own.handle_async_request(request)
-        except BaseException:
-            await own.aclose()
-            raise
-        return _with_body(response, own.aclose)
-
-    async def aclose(self) -> None:
-        for shard in self.shards:
-            await shard.transport.aclose()
-
-
-def split_pool(config: KubeConfig) -> SplitPool:
-    verify: ssl.SSLContext | bool = make_ssl_context(config) if config.uses_tls else True
-    limits = httpx.Limits(
-        max_connections=POOL_CONNECTIONS,
-        max_keepalive_connections=POOL_CONNECTIONS,
-        keepalive_expiry=IDLE_CONNECTION_TIMEOUT,
-    )
-    shards = [
-        _Shard(httpx.AsyncHTTPTransport(verify=verify, limits=limits), trio.Semaphore(POOL_CONNECTIONS))
-        for _ in range(REQUEST_CONNECTIONS // POOL_CONNECTIONS)
-    ]
-    return SplitPool(verify, shards)
-
-
 @contextlib.asynccontextmanager
 async def open_shared_client(kubeconfig: str, *, qps: float, burst: int) -> AsyncIterator[ApiClient]:
-    """One client for all nodes: one token bucket, one set of connections (:class:`SplitPool`)."""
+    """One client for all nodes: one token bucket, one set of connections. Single requests share
+    :data:`REQUEST_CONNECTIONS`; each watch holds a connection of its own while it runs."""
     try:
         config = load_kubeconfig(kubeconfig)
     except KubeConfigError as err:
         raise RuntimeError(f"--kubeconfig: {err}") from None
-    async with open_api_client(config, qps=qps, burst=burst, transport=split_pool(config)) as client:
+    async with open_api_client(
+        config, qps=qps, burst=burst, max_request_connections=REQUEST_CONNECTIONS
+    ) as client:
         yield client
 
 

@@ -1,42 +1,39 @@
-"""``CriRuntime``: the CRI over a unix socket, through grpclib on an asyncio loop of its own.
+"""``CriRuntime``: the CRI over a unix socket, as gRPC unary calls on a Trio-native HTTP/2 channel.
 
-grpclib is asyncio-only. A session opens one asyncio loop on its own thread
-(:mod:`kubelet_trio.aiobridge`) and one grpclib ``Channel`` for its whole lifetime (the channel is created
-and closed on that loop) and runs each stub call there, so a Trio cancellation cancels the asyncio side of
-the call too. grpclib reconnects lazily, which is what lets
-a session outlive a runtime restart: calls fail with ``UnavailableError`` while the runtime is down.
+A session owns one :class:`~kubelet_trio.cri.h2channel.H2Channel` per distinct socket (runtime and image
+service usually share one). Each call encodes its request with betterproto2, sends it on a stream of the
+channel's connection and decodes the answer with :mod:`kubelet_trio.cri.wire`: no asyncio, no thread.
+The channel dials lazily and redials after a lost connection, which is what lets a session outlive a
+runtime restart: calls fail with ``UnavailableError`` while the runtime is down.
 
-Deadlines: grpclib measures deadlines on the wall clock, so the authoritative timeout is the Trio scope
-around each call; the same remaining time is also passed to grpclib so the runtime sees it.
+Deadlines: the authoritative timeout is the Trio scope around each call; the channel sends the same
+remaining time as ``grpc-timeout`` so the runtime sees it.
 
 Failures: gRPC statuses and transport errors become the typed :mod:`~kubelet_trio.cri.errors`. Anything
-else a call raises was made of the runtime's bytes (an answer that does not decode, framing grpclib cannot
-follow): it is that call's alone, contained at the ``grpc`` boundary (logged once, counted) and raised as
-a :class:`~kubelet_trio.cri.errors.CriCallError` with code ``INTERNAL``, as grpc-go fails a call whose
-answer does not unmarshal, so callers retry it like any failed call.
+else a call raises was made of the runtime's bytes (an answer that does not decode, framing the channel
+cannot follow): it is that call's alone, contained at the ``grpc`` boundary (logged once, counted) and
+raised as a :class:`~kubelet_trio.cri.errors.CriCallError` with code ``INTERNAL``, as grpc-go fails a call
+whose answer does not unmarshal, so callers retry it like any failed call.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import math
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
 
 import attrs
+import betterproto2
 import trio
 from grpclib import GRPCError, Status
-from grpclib.client import Channel
 from grpclib.exceptions import StreamTerminatedError
 
 from kubelet_trio import defaults
-from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread
 from kubelet_trio.boundary import BoundaryErrors, contain
 from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
-from kubelet_trio.cri.gen.runtime.v1 import services
+from kubelet_trio.cri.h2channel import H2Channel, open_h2_channel
 from kubelet_trio.cri.runtime import CRI_API_VERSION
 from kubelet_trio.cri.wire import CriCodec, MalformedAnswer
 
@@ -53,7 +50,11 @@ _STATUS_ERRORS: dict[Status, type[errors.CriError]] = {
     Status.INVALID_ARGUMENT: errors.InvalidArgumentError,
 }
 
-T = TypeVar("T")
+M = TypeVar("M", bound=betterproto2.Message)
+
+RUNTIME_SERVICE = "/runtime.v1.RuntimeService/"
+IMAGE_SERVICE = "/runtime.v1.ImageService/"
+_CODEC = CriCodec()  # decodes with kubelet_trio.cri.wire; what does not decode is a MalformedAnswer
 
 
 def socket_path(endpoint: str) -> str:
@@ -87,44 +88,36 @@ def translate_error(op: str, exc: BaseException, endpoint: str = "") -> errors.C
     return None
 
 
-def _channel(path: str) -> Channel:
-    """A channel to the socket at ``path`` that decodes answers with :mod:`kubelet_trio.cri.wire`."""
-    return Channel(path=path, codec=CriCodec())
-
-
 @attrs.define(eq=False)
 class CriRuntime:
     """The ``Runtime`` protocol over a CRI socket. Create it with :func:`open_cri_runtime`."""
 
     endpoint: str
     request_timeout: float
-    _runtime_stub: services.RuntimeServiceStub
-    _image_stub: services.ImageServiceStub
-    bridge: AsyncioThread
+    #: The channels of the RuntimeService and the ImageService (one object when they share a socket).
+    runtime_channel: H2Channel
+    image_channel: H2Channel
     #: Where failures contained per call are counted (the node's metrics; None: only logged).
     boundary_errors: BoundaryErrors | None = None
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        """The asyncio loop the channels live on."""
-        return self.bridge.loop
 
     async def _call(
         self,
         op: str,
-        method: Callable[..., Awaitable[T]],
-        request: Any,
+        channel: H2Channel,
+        path: str,
+        request: betterproto2.Message,
+        answer: type[M],
         *,
         limit: float | None,
-    ) -> T:
+    ) -> M:
         """Run one RPC under ``limit`` seconds (None: only the caller's deadline applies)."""
         remaining = trio.current_effective_deadline() - trio.current_time()
-        budget = remaining if limit is None else min(limit, remaining)
-        grpc_timeout = None if math.isinf(budget) else max(budget, 0.001)
+        budget = max(remaining if limit is None else min(limit, remaining), 0.0)
         try:
-            with trio.fail_after(budget if not math.isinf(budget) else math.inf):
-                response: T = await self.bridge.call(method, request, timeout=grpc_timeout)
-                return response
+            with trio.fail_after(budget):
+                data = await channel.unary(path, bytes(request))
+            response: M = _CODEC.decode(data, answer)
+            return response
         except trio.TooSlowError as exc:
             raise errors.DeadlineExceededError(op, f"no answer within {budget:.3g}s") from exc
         except Exception as exc:
@@ -142,31 +135,31 @@ class CriRuntime:
         return errors.CriCallError(op, f"{type(exc).__name__}: {exc}", code="INTERNAL")
 
     def _rt(
-        self, op: str, method: Callable[..., Awaitable[T]], request: Any, *, limit: float | None = -1.0
-    ) -> Awaitable[T]:
-        """A RuntimeService call (``method``: a bound ``self._runtime_stub`` method)."""
+        self, op: str, answer: type[M], request: betterproto2.Message, *, limit: float | None = -1.0
+    ) -> Awaitable[M]:
+        """The RuntimeService call ``op`` (its method name)."""
         bound = self.request_timeout if limit == -1.0 else limit
-        return self._call(op, method, request, limit=bound)
+        return self._call(op, self.runtime_channel, RUNTIME_SERVICE + op, request, answer, limit=bound)
 
     def _img(
-        self, op: str, method: Callable[..., Awaitable[T]], request: Any, *, limit: float | None = -1.0
-    ) -> Awaitable[T]:
-        """An ImageService call (``method``: a bound ``self._image_stub`` method)."""
+        self, op: str, answer: type[M], request: betterproto2.Message, *, limit: float | None = -1.0
+    ) -> Awaitable[M]:
+        """The ImageService call ``op`` (its method name)."""
         bound = self.request_timeout if limit == -1.0 else limit
-        return self._call(op, method, request, limit=bound)
+        return self._call(op, self.image_channel, IMAGE_SERVICE + op, request, answer, limit=bound)
 
     # RuntimeService
 
     async def version(self, api_version: str = CRI_API_VERSION) -> pb.VersionResponse:
-        return await self._rt("Version", self._runtime_stub.version, pb.VersionRequest(version=api_version))
+        return await self._rt("Version", pb.VersionResponse, pb.VersionRequest(version=api_version))
 
     async def status(self, verbose: bool = False) -> pb.StatusResponse:
-        return await self._rt("Status", self._runtime_stub.status, pb.StatusRequest(verbose=verbose))
+        return await self._rt("Status", pb.StatusResponse, pb.StatusRequest(verbose=verbose))
 
     async def run_pod_sandbox(self, config: pb.PodSandboxConfig, runtime_handler: str = "") -> str:
         resp = await self._rt(
             "RunPodSandbox",
-            self._runtime_stub.run_pod_sandbox,
+            pb.RunPodSandboxResponse,
             pb.RunPodSandboxRequest(config=config, runtime_handler=runtime_handler),
         )
         return resp.pod_sandbox_id
@@ -174,14 +167,14 @@ class CriRuntime:
     async def stop_pod_sandbox(self, pod_sandbox_id: str) -> None:
         await self._rt(
             "StopPodSandbox",
-            self._runtime_stub.stop_pod_sandbox,
+            pb.StopPodSandboxResponse,
             pb.StopPodSandboxRequest(pod_sandbox_id=pod_sandbox_id),
         )
 
     async def remove_pod_sandbox(self, pod_sandbox_id: str) -> None:
         await self._rt(
             "RemovePodSandbox",
-            self._runtime_stub.remove_pod_sandbox,
+            pb.RemovePodSandboxResponse,
             pb.RemovePodSandboxRequest(pod_sandbox_id=pod_sandbox_id),
         )
 
@@ -190,13 +183,13 @@ class CriRuntime:
     ) -> pb.PodSandboxStatusResponse:
         return await self._rt(
             "PodSandboxStatus",
-            self._runtime_stub.pod_sandbox_status,
+            pb.PodSandboxStatusResponse,
             pb.PodSandboxStatusRequest(pod_sandbox_id=pod_sandbox_id, verbose=verbose),
         )
 
     async def list_pod_sandbox(self, filter: pb.PodSandboxFilter | None = None) -> list[pb.PodSandbox]:
         resp = await self._rt(
-            "ListPodSandbox", self._runtime_stub.list_pod_sandbox, pb.ListPodSandboxRequest(filter=filter)
+            "ListPodSandbox", pb.ListPodSandboxResponse, pb.ListPodSandboxRequest(filter=filter)
         )
         return list(resp.items)
 
@@ -205,7 +198,7 @@ class CriRuntime:
     ) -> str:
         resp = await self._rt(
             "CreateContainer",
-            self._runtime_stub.create_container,
+            pb.CreateContainerResponse,
             pb.CreateContainerRequest(
                 pod_sandbox_id=pod_sandbox_id, config=config, sandbox_config=sandbox_config
             ),
@@ -215,7 +208,7 @@ class CriRuntime:
     async def start_container(self, container_id: str) -> None:
         await self._rt(
             "StartContainer",
-            self._runtime_stub.start_container,
+            pb.StartContainerResponse,
             pb.StartContainerRequest(container_id=container_id),
         )
 
@@ -223,7 +216,7 @@ class CriRuntime:
         # Like the Go kubelet: the RPC may take the grace period plus the usual request timeout.
         await self._rt(
             "StopContainer",
-            self._runtime_stub.stop_container,
+            pb.StopContainerResponse,
             pb.StopContainerRequest(container_id=container_id, timeout=timeout_seconds),
             limit=self.request_timeout + max(timeout_seconds, 0),
         )
@@ -231,27 +224,27 @@ class CriRuntime:
     async def remove_container(self, container_id: str) -> None:
         await self._rt(
             "RemoveContainer",
-            self._runtime_stub.remove_container,
+            pb.RemoveContainerResponse,
             pb.RemoveContainerRequest(container_id=container_id),
         )
 
     async def list_containers(self, filter: pb.ContainerFilter | None = None) -> list[pb.Container]:
         resp = await self._rt(
-            "ListContainers", self._runtime_stub.list_containers, pb.ListContainersRequest(filter=filter)
+            "ListContainers", pb.ListContainersResponse, pb.ListContainersRequest(filter=filter)
         )
         return list(resp.containers)
 
     async def container_status(self, container_id: str, verbose: bool = False) -> pb.ContainerStatusResponse:
         return await self._rt(
             "ContainerStatus",
-            self._runtime_stub.container_status,
+            pb.ContainerStatusResponse,
             pb.ContainerStatusRequest(container_id=container_id, verbose=verbose),
         )
 
     async def reopen_container_log(self, container_id: str) -> None:
         await self._rt(
             "ReopenContainerLog",
-            self._runtime_stub.reopen_container_log,
+            pb.ReopenContainerLogResponse,
             pb.ReopenContainerLogRequest(container_id=container_id),
         )
 
@@ -262,24 +255,24 @@ class CriRuntime:
         limit = None if timeout_seconds <= 0 else self.request_timeout + timeout_seconds
         return await self._rt(
             "ExecSync",
-            self._runtime_stub.exec_sync,
+            pb.ExecSyncResponse,
             pb.ExecSyncRequest(container_id=container_id, cmd=list(cmd), timeout=timeout_seconds),
             limit=limit,
         )
 
     async def exec(self, request: pb.ExecRequest) -> str:
-        return (await self._rt("Exec", self._runtime_stub.exec, request)).url
+        return (await self._rt("Exec", pb.ExecResponse, request)).url
 
     async def attach(self, request: pb.AttachRequest) -> str:
-        return (await self._rt("Attach", self._runtime_stub.attach, request)).url
+        return (await self._rt("Attach", pb.AttachResponse, request)).url
 
     async def port_forward(self, request: pb.PortForwardRequest) -> str:
-        return (await self._rt("PortForward", self._runtime_stub.port_forward, request)).url
+        return (await self._rt("PortForward", pb.PortForwardResponse, request)).url
 
     async def container_stats(self, container_id: str) -> pb.ContainerStats | None:
         resp = await self._rt(
             "ContainerStats",
-            self._runtime_stub.container_stats,
+            pb.ContainerStatsResponse,
             pb.ContainerStatsRequest(container_id=container_id),
         )
         return resp.stats
@@ -289,7 +282,7 @@ class CriRuntime:
     ) -> list[pb.ContainerStats]:
         resp = await self._rt(
             "ListContainerStats",
-            self._runtime_stub.list_container_stats,
+            pb.ListContainerStatsResponse,
             pb.ListContainerStatsRequest(filter=filter),
         )
         return list(resp.stats)
@@ -299,7 +292,7 @@ class CriRuntime:
     ) -> list[pb.PodSandboxStats]:
         resp = await self._rt(
             "ListPodSandboxStats",
-            self._runtime_stub.list_pod_sandbox_stats,
+            pb.ListPodSandboxStatsResponse,
             pb.ListPodSandboxStatsRequest(filter=filter),
         )
         return list(resp.stats)
@@ -307,21 +300,19 @@ class CriRuntime:
     async def update_runtime_config(self, runtime_config: pb.RuntimeConfig) -> None:
         await self._rt(
             "UpdateRuntimeConfig",
-            self._runtime_stub.update_runtime_config,
+            pb.UpdateRuntimeConfigResponse,
             pb.UpdateRuntimeConfigRequest(runtime_config=runtime_config),
         )
 
     # ImageService
 
     async def list_images(self, filter: pb.ImageFilter | None = None) -> list[pb.Image]:
-        resp = await self._img(
-            "ListImages", self._image_stub.list_images, pb.ListImagesRequest(filter=filter)
-        )
+        resp = await self._img("ListImages", pb.ListImagesResponse, pb.ListImagesRequest(filter=filter))
         return list(resp.images)
 
     async def image_status(self, image: pb.ImageSpec, verbose: bool = False) -> pb.Image | None:
         resp = await self._img(
-            "ImageStatus", self._image_stub.image_status, pb.ImageStatusRequest(image=image, verbose=verbose)
+            "ImageStatus", pb.ImageStatusResponse, pb.ImageStatusRequest(image=image, verbose=verbose)
         )
         return resp.image if resp.image is not None and resp.image.id else None
 
@@ -334,17 +325,17 @@ class CriRuntime:
         # Unbounded like the Go kubelet's pulls (they can take long); the caller can still cancel.
         resp = await self._img(
             "PullImage",
-            self._image_stub.pull_image,
+            pb.PullImageResponse,
             pb.PullImageRequest(image=image, auth=auth, sandbox_config=sandbox_config),
             limit=None,
         )
         return resp.image_ref
 
     async def remove_image(self, image: pb.ImageSpec) -> None:
-        await self._img("RemoveImage", self._image_stub.remove_image, pb.RemoveImageRequest(image=image))
+        await self._img("RemoveImage", pb.RemoveImageResponse, pb.RemoveImageRequest(image=image))
 
     async def image_fs_info(self) -> pb.ImageFsInfoResponse:
-        return await self._img("ImageFsInfo", self._image_stub.image_fs_info, pb.ImageFsInfoRequest())
+        return await self._img("ImageFsInfo", pb.ImageFsInfoResponse, pb.ImageFsInfoRequest())
 
 
 @contextlib.asynccontextmanager
@@ -355,27 +346,24 @@ async def open_cri_runtime(
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
     boundary_errors: BoundaryErrors | None = None,
 ) -> AsyncIterator[CriRuntime]:
-    """Open a CRI session: one asyncio loop, one channel per distinct socket, closed on exit.
+    """Open a CRI session: one channel per distinct socket, closed on exit.
 
     Nothing is dialled here; the first call connects (and a later call reconnects after a restart).
     ``boundary_errors`` counts the calls that failed without a status (see the module docstring).
     """
     runtime_path = socket_path(endpoint)
     image_path = socket_path(image_endpoint) if image_endpoint else runtime_path
-    async with open_asyncio_thread() as bridge:
-        channels = {runtime_path: await bridge.run_sync(_channel, runtime_path)}
-        if image_path not in channels:
-            channels[image_path] = await bridge.run_sync(_channel, image_path)
-        try:
-            yield CriRuntime(
-                endpoint=endpoint,
-                request_timeout=request_timeout,
-                runtime_stub=services.RuntimeServiceStub(channels[runtime_path]),
-                image_stub=services.ImageServiceStub(channels[image_path]),
-                bridge=bridge,
-                boundary_errors=boundary_errors,
-            )
-        finally:
-            with trio.CancelScope(shield=True):
-                for channel in channels.values():
-                    await bridge.run_sync(channel.close)
+    async with contextlib.AsyncExitStack() as stack:
+        runtime_channel = await stack.enter_async_context(open_h2_channel(runtime_path))
+        image_channel = (
+            runtime_channel
+            if image_path == runtime_path
+            else await stack.enter_async_context(open_h2_channel(image_path))
+        )
+        yield CriRuntime(
+            endpoint=endpoint,
+            request_timeout=request_timeout,
+            runtime_channel=runtime_channel,
+            image_channel=image_channel,
+            boundary_errors=boundary_errors,
+        )

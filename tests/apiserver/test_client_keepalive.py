@@ -1,6 +1,6 @@
 """An idle connection outlives the kubelet's 10 s periods (lease, node status): the next request reuses
-it instead of paying a new TCP (and, against a real API server, TLS) handshake. Real time: httpx's pool
-measures idleness with the monotonic clock, not Trio's."""
+it instead of paying a new TCP (and, against a real API server, TLS) handshake. Real time, for the sake
+of the server on loopback (tests/apiserver/test_http1.py checks the expiry itself on Trio's clock)."""
 
 from __future__ import annotations
 
