@@ -24,7 +24,7 @@ from grpclib import GRPCError, Status
 from h2.errors import ErrorCodes
 
 from kubelet_trio.boundary import BoundaryErrors
-from kubelet_trio.cri import errors
+from kubelet_trio.cri import errors, h2channel
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.h2channel import ConnectionLost, ProtocolViolation, grpc_timeout, open_h2_channel
 from kubelet_trio.cri.remote import open_cri_runtime
@@ -146,6 +146,8 @@ class Peer:
                 elif isinstance(event, h2.events.StreamReset):
                     self.server.resets.append(ErrorCodes(event.error_code))
                     self.server.reset_seen.set()
+                elif isinstance(event, h2.events.PingAckReceived):
+                    self.server.pings_acked += 1
                 elif isinstance(event, (h2.events.WindowUpdated, h2.events.RemoteSettingsChanged)):
                     self.window.set()
             self.server.received.set()
@@ -175,6 +177,7 @@ class ScriptedServer:
     resets: list[ErrorCodes] = attrs.Factory(list)
     open_streams: int = 0
     peak_streams: int = 0
+    pings_acked: int = 0
     received: trio_util.RepeatedEvent = attrs.Factory(trio_util.RepeatedEvent)
     reset_seen: trio.Event = attrs.Factory(trio.Event)
 
@@ -311,9 +314,12 @@ async def test_error_status_in_trailers_after_headers() -> None:
         assert (info.value.status, info.value.message) == (Status.UNAVAILABLE, "try later")
 
 
-async def test_big_answer_split_over_many_frames() -> None:
-    """An answer far above the 65 535-byte initial window, in small frames: the client must hand the
-    window back as it reads, or the server stalls (and the test deadline fails it)."""
+@pytest.mark.parametrize("window", [h2channel.RECEIVE_WINDOW, 65535])
+async def test_big_answer_split_over_many_frames(window: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer far above HTTP/2's default 65 535-byte window, in small frames. With the windows the
+    client gives by default it never waits; with HTTP/2's defaults the client must hand the stream's
+    and the connection's window back as it reads, or the server stalls (and the test deadline fails it)."""
+    monkeypatch.setattr(h2channel, "RECEIVE_WINDOW", window)
     big = bytes(range(256)) * 1200  # 307 200 bytes
 
     async def large(peer: Peer, request: Request) -> None:
@@ -492,6 +498,50 @@ async def test_goaway_before_the_call_was_taken_is_unavailable_and_the_next_call
             await rt.version()
         assert (await rt.version()).runtime_name == "scripted"
         assert server.connections == 2
+
+
+async def test_an_answer_over_the_size_limit_is_resource_exhausted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(h2channel, "MAX_MESSAGE_SIZE", 1000)
+
+    async def sized(peer: Peer, request: Request) -> None:
+        with suppress(h2.exceptions.StreamClosedError):  # reset by the client half-way
+            await peer.answer(request, framed(b"x" * int(request.body[5:])), frame=600)
+
+    async with scripted(sized) as server, open_h2_channel(server.path) as channel:
+        with pytest.raises(GRPCError) as info:
+            await channel.unary(ECHO, b"5000")
+        assert info.value.status is Status.RESOURCE_EXHAUSTED
+        await server.reset_seen.wait()
+        assert server.resets == [ErrorCodes.CANCEL]  # the rest of the answer is refused
+        assert await channel.unary(ECHO, b"1000") == b"x" * 1000
+        assert server.connections == 1
+
+
+async def test_continued_header_blocks_padding_and_pings() -> None:
+    """A grpc-message longer than a frame (HEADERS + CONTINUATION), a padded DATA frame, and a PING, which
+    the client answers."""
+    long_message = b"y" * 40_000
+
+    async def fancy(peer: Peer, request: Request) -> None:
+        peer.h2.ping(b"12345678")
+        answer_headers = [(b":status", b"200"), (b"content-type", b"application/grpc")]
+        peer.h2.send_headers(request.stream_id, answer_headers)
+        await peer.flush()
+        peer.h2.send_data(request.stream_id, framed(b"ok"), pad_length=17)
+        await peer.flush()
+        first = len(peer.server.requests) == 1
+        trailers = [(b"grpc-status", b"13" if first else b"0"), (b"grpc-message", long_message)]
+        peer.h2.send_headers(request.stream_id, trailers, end_stream=True)
+        await peer.flush()
+
+    async with scripted(fancy) as server, open_h2_channel(server.path) as channel:
+        with pytest.raises(GRPCError) as info:
+            await channel.unary(ECHO, b"x")
+        assert info.value.status is Status.INTERNAL
+        assert info.value.message == "y" * 40_000
+        assert server.pings_acked == 1
+        assert await channel.unary(ECHO, b"again") == b"ok"  # the decoder's state survived
+        assert server.connections == 1
 
 
 async def test_stream_reset_by_the_runtime() -> None:

@@ -1,4 +1,4 @@
-"""A gRPC client channel for unary calls over a unix socket, on Trio and ``h2``: the CRI client's transport.
+"""A gRPC client channel for unary calls over a unix socket, on Trio: the CRI client's transport.
 
 grpclib is asyncio-only; running it on a thread of its own made every CRI call hop Trio → asyncio → Trio.
 This channel speaks HTTP/2 itself, on a connection Trio owns, so a call costs one HTTP/2 stream: the
@@ -7,10 +7,10 @@ connection's reader task. It does only what the CRI needs: unary calls, no compr
 
 One connection per channel, dialled by the first call and again by the first call after it was lost
 (that is what lets a session outlive a runtime restart). Each connection runs a reader task, which owns
-receiving frames and hands every stream its events, and a writer task, which owns sending what the h2
-state machine queued; callers only change that state. A caller cancelled while its bytes are being
-written therefore never leaves half a frame on the wire, and it returns at once: its stream is reset
-(``RST_STREAM CANCEL``) and the connection stays usable.
+receiving frames and hands every stream its events, and a writer task, which owns sending the frames
+callers queue. A caller cancelled while its bytes are being written therefore never leaves half a frame
+on the wire, and it returns at once: its stream is reset (``RST_STREAM CANCEL``) and the connection stays
+usable.
 
 Errors, as grpclib raised them so :func:`kubelet_trio.cri.remote.translate_error` maps them alike:
 a non-OK ``grpc-status`` is a :class:`grpclib.GRPCError`; a connection that cannot be dialled, or is lost
@@ -23,19 +23,16 @@ when its HTTP/2 framing is broken (the next call dials afresh).
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final
 
 import attrs
-import h2.config
-import h2.connection
-import h2.events
-import h2.exceptions
+import hpack
 import trio
 from grpclib import GRPCError, Status
-from h2.errors import ErrorCodes
 
 __all__ = ["MAX_MESSAGE_SIZE", "ConnectionLost", "H2Channel", "ProtocolViolation", "open_h2_channel"]
 
@@ -62,12 +59,30 @@ _HTTP_STATUSES: Final = {
     504: Status.UNAVAILABLE,
 }
 
+# HTTP/2 error codes by number (RFC 9113 section 7).
+_ERROR_NAMES: Final = {
+    0x0: "NO_ERROR",
+    0x1: "PROTOCOL_ERROR",
+    0x2: "INTERNAL_ERROR",
+    0x3: "FLOW_CONTROL_ERROR",
+    0x4: "SETTINGS_TIMEOUT",
+    0x5: "STREAM_CLOSED",
+    0x6: "FRAME_SIZE_ERROR",
+    0x7: "REFUSED_STREAM",
+    0x8: "CANCEL",
+    0x9: "COMPRESSION_ERROR",
+    0xA: "CONNECT_ERROR",
+    0xB: "ENHANCE_YOUR_CALM",
+    0xC: "INADEQUATE_SECURITY",
+    0xD: "HTTP_1_1_REQUIRED",
+}
+
 # A RST_STREAM from the peer, as grpc-go maps its error codes (any other is INTERNAL).
 _RESET_STATUSES: Final = {
-    ErrorCodes.REFUSED_STREAM: Status.UNAVAILABLE,
-    ErrorCodes.CANCEL: Status.CANCELLED,
-    ErrorCodes.ENHANCE_YOUR_CALM: Status.RESOURCE_EXHAUSTED,
-    ErrorCodes.INADEQUATE_SECURITY: Status.PERMISSION_DENIED,
+    0x7: Status.UNAVAILABLE,  # REFUSED_STREAM
+    0x8: Status.CANCELLED,  # CANCEL
+    0xB: Status.RESOURCE_EXHAUSTED,  # ENHANCE_YOUR_CALM
+    0xC: Status.PERMISSION_DENIED,  # INADEQUATE_SECURITY
 }
 
 
@@ -106,6 +121,8 @@ class _Call:
     trailers: list[tuple[bytes, bytes]] | None = None
     #: Why the stream failed before it ended (the peer reset it, the connection was lost).
     error: Exception | None = None
+    #: The stream is closed already (reset by either side, or never taken before a GOAWAY): no reset.
+    reset: bool = False
     done: trio.Event = attrs.Factory(trio.Event)
 
     def answer(self) -> bytes:
@@ -143,24 +160,112 @@ class _Call:
         return bytes(data[_PREFIX_SIZE:])
 
 
-_H2_CONFIG: Final = h2.config.H2Configuration(
-    client_side=True,
-    header_encoding=None,
-    # Our own headers are constants. The runtime's are only looked up by name and compared, never passed
-    # on: h2's per-character checks of every name and value were a tenth of a CRI call's CPU.
-    validate_outbound_headers=False,
-    normalize_outbound_headers=False,
-    validate_inbound_headers=False,
-    normalize_inbound_headers=False,
+# Frame types and flags (RFC 9113 section 6).
+_DATA, _HEADERS, _PRIORITY, _RST_STREAM, _SETTINGS, _PUSH_PROMISE, _PING, _GOAWAY, _WINDOW_UPDATE = range(9)
+_CONTINUATION: Final = 9
+_END_STREAM: Final = 0x1
+_ACK: Final = 0x1
+_END_HEADERS: Final = 0x4
+_PADDED: Final = 0x8
+_PRIORITY_FLAG: Final = 0x20
+# SETTINGS identifiers.
+_SETTINGS_ENABLE_PUSH: Final = 0x2
+_SETTINGS_MAX_CONCURRENT_STREAMS: Final = 0x3
+_SETTINGS_INITIAL_WINDOW_SIZE: Final = 0x4
+_SETTINGS_MAX_FRAME_SIZE: Final = 0x5
+# Error codes.
+_NO_ERROR: Final = 0x0
+_PROTOCOL_ERROR: Final = 0x1
+_CANCEL: Final = 0x8
+
+_PREFACE: Final = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+_FRAME_HEADER: Final = 9
+#: Frames we accept (we never advertise more than the protocol's default).
+_MAX_FRAME: Final = 16384
+_DEFAULT_WINDOW: Final = 65535
+_MAX_WINDOW: Final = 2**31 - 1
+#: The flow-control window we give the runtime, per stream and for the connection: as large as HTTP/2
+#: allows, so that an answer (at most MAX_MESSAGE_SIZE) never waits for a WINDOW_UPDATE; each is topped
+#: up once half of it was used.
+RECEIVE_WINDOW = _MAX_WINDOW
+
+
+def _frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
+    return len(payload).to_bytes(3, "big") + bytes((kind, flags)) + stream_id.to_bytes(4, "big") + payload
+
+
+def _hpack_int(value: int, prefix_bits: int, first: int = 0) -> bytes:
+    limit = (1 << prefix_bits) - 1
+    if value < limit:
+        return bytes((first | value,))
+    out = bytearray((first | limit,))
+    value -= limit
+    while value >= 128:
+        out.append(value % 128 + 128)
+        value //= 128
+    out.append(value)
+    return bytes(out)
+
+
+def _literal(name: bytes, value: bytes) -> bytes:
+    """An HPACK "literal header field without indexing, new name", no Huffman coding: the encoding needs
+    no state, so the constant part of every request is encoded once."""
+    return b"\x00" + _hpack_int(len(name), 7) + name + _hpack_int(len(value), 7) + value
+
+
+#: The header fields of every request but ``:path`` and ``grpc-timeout``.
+_REGULAR_HEADERS: Final = b"".join(
+    _literal(name, value)
+    for name, value in (
+        (b"content-type", b"application/grpc"),
+        (b"te", b"trailers"),
+        (b"user-agent", b"kubelet-trio"),
+    )
 )
+
+
+def _client_start(window: int) -> bytes:
+    """The connection preface, our SETTINGS (no server push; ``window`` for every stream) and the
+    connection's window raised to ``window`` too."""
+    settings = b"".join(
+        key.to_bytes(2, "big") + value.to_bytes(4, "big")
+        for key, value in ((_SETTINGS_ENABLE_PUSH, 0), (_SETTINGS_INITIAL_WINDOW_SIZE, window))
+    )
+    start = _PREFACE + _frame(_SETTINGS, 0, 0, settings)
+    if window > _DEFAULT_WINDOW:
+        start += _frame(_WINDOW_UPDATE, 0, 0, (window - _DEFAULT_WINDOW).to_bytes(4, "big"))
+    return start
+
+
+@functools.cache
+def _request_headers(path: bytes) -> bytes:
+    """The header block of a call to ``path``, but its ``grpc-timeout`` (pseudo-header fields first)."""
+    pseudo = ((b":method", b"POST"), (b":scheme", b"http"), (b":path", path), (b":authority", AUTHORITY))
+    return b"".join(_literal(name, value) for name, value in pseudo) + _REGULAR_HEADERS
+
+
+class _Stream:
+    """Our side of one stream: the call it answers and what may still be sent on it."""
+
+    __slots__ = ("call", "ended_local", "received", "window")
+
+    def __init__(self, call: _Call, window: int) -> None:
+        self.call = call
+        self.window = window  # bytes the peer lets us send on this stream
+        self.ended_local = False  # our END_STREAM went out
+        self.received = 0  # bytes of DATA since its window was last topped up
 
 
 @attrs.define(eq=False)
 class _Connection:
-    """One HTTP/2 connection: its socket, its h2 state and the calls in flight on it."""
+    """One HTTP/2 connection: its socket, the frames read and written, and the calls in flight on it.
+
+    The framing is done here rather than by a general HTTP/2 library: a unary gRPC client needs a small
+    part of the protocol, and the library's state machines were most of a call's CPU. Header blocks
+    received are decoded by ``hpack`` (the peer may use its dynamic table and Huffman codes); those sent
+    are literals without indexing, encoded once."""
 
     stream: trio.SocketStream
-    h2: h2.connection.H2Connection = attrs.Factory(lambda: h2.connection.H2Connection(config=_H2_CONFIG))
     calls: dict[int, _Call] = attrs.Factory(dict)
     #: No new call goes on this connection (GOAWAY, stream ids used up); those in flight may finish.
     draining: bool = False
@@ -168,10 +273,18 @@ class _Connection:
     failed: bool = False
     #: Set once the runtime's first SETTINGS arrived (its stream limit is known) or the connection failed.
     settled: trio.Event = attrs.Factory(trio.Event)
+    _streams: dict[int, _Stream] = attrs.Factory(dict)
+    _next_stream_id: int = 1
+    _decoder: hpack.Decoder = attrs.Factory(hpack.Decoder)
+    _max_streams: float = math.inf
+    _initial_window: int = _DEFAULT_WINDOW  # the peer's, for our new streams
+    _max_send_frame: int = _MAX_FRAME
+    _send_window: int = _DEFAULT_WINDOW  # the connection's, for what we send
+    _received: int = 0  # bytes of DATA since the connection's window was last topped up
+    #: Frames waiting for the writer.
+    _outgoing: bytearray = attrs.Factory(lambda: bytearray(_client_start(RECEIVE_WINDOW)))
     #: Where the writer waits for something to send.
     _send_wanted: trio.lowlevel.ParkingLot = attrs.Factory(trio.lowlevel.ParkingLot)
-    #: Bytes the reader took from h2 (acknowledgements, window updates), sent before h2's next ones.
-    _outgoing: bytearray = attrs.Factory(bytearray)
     #: Where calls wait to proceed: flow-control window or stream slots grew, or the connection failed.
     _changed: trio.lowlevel.ParkingLot = attrs.Factory(trio.lowlevel.ParkingLot)
     _scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
@@ -191,63 +304,61 @@ class _Connection:
                 self._fail(ConnectionLost, "the CRI connection closed")
                 self.stream.socket.close()
 
+    def _send(self, frame: bytes) -> None:
+        self._outgoing += frame
+        self._send_wanted.unpark_all()
+
     async def unary(self, path: bytes, message: bytes) -> bytes:
         """Send one request on a new stream and return the answer's message."""
-        while self.usable and self.h2.open_outbound_streams >= self.h2.remote_settings.max_concurrent_streams:
+        while self.usable and len(self._streams) >= self._max_streams:
             await self._changed.park()
         if not self.usable:
             raise ConnectionLost("the CRI connection closed before the call was sent")
-        stream_id = self.h2.get_next_available_stream_id()
-        if stream_id >= _LAST_STREAM_ID - 2:
+        stream_id = self._next_stream_id
+        self._next_stream_id += 2
+        if self._next_stream_id >= _LAST_STREAM_ID - 2:
             self.draining = True  # the next call dials a new connection
-        headers = [
-            (b":method", b"POST"),
-            (b":scheme", b"http"),
-            (b":path", path),
-            (b":authority", AUTHORITY),
-            (b"content-type", b"application/grpc"),
-            (b"te", b"trailers"),
-            (b"user-agent", b"kubelet-trio"),
-        ]
+        block = _request_headers(path)
         deadline = trio.current_effective_deadline()
         if not math.isinf(deadline):
-            headers.append((b"grpc-timeout", grpc_timeout(deadline - trio.current_time())))
+            block += _literal(b"grpc-timeout", grpc_timeout(deadline - trio.current_time()))
         call = self.calls[stream_id] = _Call()
+        stream = self._streams[stream_id] = _Stream(call, self._initial_window)
         try:
-            self.h2.send_headers(stream_id, headers)
+            self._send(_frame(_HEADERS, _END_HEADERS, stream_id, block))
             body = len(message).to_bytes(_PREFIX_SIZE, "big") + message  # flag 0: not compressed
-            await self._send_body(stream_id, call, body)
+            await self._send_body(stream_id, stream, body)
             await call.done.wait()
         finally:
             del self.calls[stream_id]
-            self._close_stream(stream_id, call)
+            self._close_stream(stream_id, stream)
         return call.answer()
 
-    def _close_stream(self, stream_id: int, call: _Call) -> None:
+    def _close_stream(self, stream_id: int, stream: _Stream) -> None:
         """Free the stream's slot: a call that was cancelled, or answered before its whole request was
         sent, resets its stream (CANCEL, or NO_ERROR as grpc-go does after an early answer)."""
-        if not self.failed:
-            stream = self.h2.streams.get(stream_id)
-            if stream is not None and not stream.closed:
-                code = ErrorCodes.NO_ERROR if call.done.is_set() else ErrorCodes.CANCEL
-                with contextlib.suppress(h2.exceptions.H2Error):
-                    self.h2.reset_stream(stream_id, code)
-                self._send_wanted.unpark_all()
+        del self._streams[stream_id]
+        call = stream.call
+        if not self.failed and not (call.done.is_set() and stream.ended_local) and not call.reset:
+            code = _NO_ERROR if call.done.is_set() else _CANCEL
+            self._send(_frame(_RST_STREAM, 0, stream_id, code.to_bytes(4, "big")))
         self._changed.unpark_all()
         if self.draining and not self.calls:
             self._scope.cancel()
 
-    async def _send_body(self, stream_id: int, call: _Call, body: bytes) -> None:
+    async def _send_body(self, stream_id: int, stream: _Stream, body: bytes) -> None:
         """Queue ``body`` as DATA frames, waiting for flow-control window when the peer's is too small."""
         view = memoryview(body)
-        while not call.done.is_set():  # an answer or a reset before the whole body: stop sending
-            window = min(self.h2.local_flow_control_window(stream_id), self.h2.max_outbound_frame_size)
+        while not stream.call.done.is_set():  # an answer or a reset before the whole body: stop sending
+            window = min(stream.window, self._send_window, self._max_send_frame)
             if window <= 0:
-                await self._changed.park()
+                await self._changed.park()  # a failed connection ends the call, and so this loop
                 continue
             chunk, view = view[:window], view[window:]
-            self.h2.send_data(stream_id, chunk.tobytes(), end_stream=not view)
-            self._send_wanted.unpark_all()
+            stream.window -= len(chunk)
+            self._send_window -= len(chunk)
+            stream.ended_local = not view
+            self._send(_frame(_DATA, _END_STREAM if not view else 0, stream_id, chunk.tobytes()))
             if not view:
                 return
 
@@ -257,83 +368,150 @@ class _Connection:
             await work()
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             self._fail(ConnectionLost, f"the CRI connection failed: {exc!r}")
-        except Exception as exc:  # the runtime's bytes: h2 or this module could not follow them
+        except Exception as exc:  # the runtime's bytes: this module could not follow them
             self._fail(ProtocolViolation, f"the CRI connection broke HTTP/2: {type(exc).__name__}: {exc}")
         self._scope.cancel()
 
     async def _write(self) -> None:
         while True:
-            data = self.h2.data_to_send()
             if self._outgoing:
-                data, self._outgoing = bytes(self._outgoing + data), bytearray()
-            if data:
+                data, self._outgoing = bytes(self._outgoing), bytearray()
                 await self.stream.send_all(data)
             else:
                 await self._send_wanted.park()
 
     async def _read(self) -> None:
+        buffer = bytearray()
+        block = bytearray()  # a header block continued over CONTINUATION frames
+        block_stream = 0
+        block_flags = 0
         while True:
             data = await self.stream.receive_some(RECEIVE_SIZE)
             if not data:
                 self._fail(ConnectionLost, "the runtime closed the CRI connection")
                 return
-            for event in self.h2.receive_data(data):
-                self._dispatch(event)
-            # Acknowledgements, window updates, pings: waking the writer only when there are some saves a
-            # task switch per answer.
-            pending = self.h2.data_to_send()
-            if pending:
-                self._outgoing += pending
-                self._send_wanted.unpark_all()
+            buffer += data
+            offset = 0
+            while len(buffer) - offset >= _FRAME_HEADER:
+                length = int.from_bytes(buffer[offset : offset + 3], "big")
+                if length > _MAX_FRAME:
+                    raise ProtocolViolation(f"a frame of {length} bytes, more than {_MAX_FRAME}")
+                end = offset + _FRAME_HEADER + length
+                if len(buffer) < end:
+                    break
+                kind, flags = buffer[offset + 3], buffer[offset + 4]
+                stream_id = int.from_bytes(buffer[offset + 5 : offset + 9], "big") & _MAX_WINDOW
+                payload = bytes(buffer[offset + _FRAME_HEADER : end])
+                offset = end
+                if block_stream:
+                    if kind != _CONTINUATION or stream_id != block_stream:
+                        raise ProtocolViolation("a header block was not continued")
+                    block += payload
+                    if flags & _END_HEADERS:
+                        self._headers(block_stream, bytes(block), block_flags)
+                        block_stream = 0
+                    continue
+                if kind == _HEADERS:
+                    fragment = _unpadded(payload, flags)
+                    if flags & _PRIORITY_FLAG:
+                        fragment = fragment[5:]
+                    if flags & _END_HEADERS:
+                        self._headers(stream_id, fragment, flags)
+                    else:
+                        block, block_stream, block_flags = bytearray(fragment), stream_id, flags
+                elif kind == _DATA:
+                    self._data(stream_id, _unpadded(payload, flags), flags, length)
+                else:
+                    self._control(kind, flags, stream_id, payload)
+            del buffer[:offset]
 
-    def _dispatch(self, event: object) -> None:
-        if isinstance(event, h2.events.DataReceived):
-            assert event.stream_id is not None and event.flow_controlled_length is not None
-            self.h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-            call = self.calls.get(event.stream_id)
-            if call is not None and not call.done.is_set() and event.data:
-                call.data += event.data
-                if len(call.data) > _PREFIX_SIZE + MAX_MESSAGE_SIZE:
-                    self.h2.reset_stream(event.stream_id, ErrorCodes.CANCEL)
-                    self._finish(
-                        call, GRPCError(Status.RESOURCE_EXHAUSTED, f"answer larger than {MAX_MESSAGE_SIZE}")
-                    )
-        elif isinstance(event, h2.events.ResponseReceived):
-            call = self.calls.get(event.stream_id or 0)
+    def _headers(self, stream_id: int, block: bytes, flags: int) -> None:
+        headers = self._decoder.decode(block, raw=True)  # always: the peer's dynamic table changes
+        call = self.calls.get(stream_id)
+        if call is None or call.done.is_set():
+            return
+        pairs = [(bytes(name), bytes(value)) for name, value in headers]
+        if call.headers is None:
+            call.headers = pairs
+        else:
+            call.trailers = pairs
+        if flags & _END_STREAM:
+            self._finish(call, None)
+
+    def _data(self, stream_id: int, data: bytes, flags: int, flow_controlled: int) -> None:
+        refill = RECEIVE_WINDOW // 2
+        self._received += flow_controlled
+        if self._received >= refill:
+            self._send(_frame(_WINDOW_UPDATE, 0, 0, self._received.to_bytes(4, "big")))
+            self._received = 0
+        stream = self._streams.get(stream_id)
+        if stream is None or stream.call.done.is_set():
+            return
+        stream.received += flow_controlled
+        if stream.received >= refill and not flags & _END_STREAM:
+            self._send(_frame(_WINDOW_UPDATE, 0, stream_id, stream.received.to_bytes(4, "big")))
+            stream.received = 0
+        call = stream.call
+        call.data += data
+        if len(call.data) > _PREFIX_SIZE + MAX_MESSAGE_SIZE:
+            self._send(_frame(_RST_STREAM, 0, stream_id, _CANCEL.to_bytes(4, "big")))
+            call.reset = True  # closed: the rest of the answer is not wanted
+            self._finish(call, GRPCError(Status.RESOURCE_EXHAUSTED, f"answer larger than {MAX_MESSAGE_SIZE}"))
+        elif flags & _END_STREAM:
+            self._finish(call, None)
+
+    def _control(self, kind: int, flags: int, stream_id: int, payload: bytes) -> None:
+        if kind == _SETTINGS:
+            if flags & _ACK:
+                return
+            for at in range(0, len(payload) - 5, 6):
+                key = int.from_bytes(payload[at : at + 2], "big")
+                value = int.from_bytes(payload[at + 2 : at + 6], "big")
+                if key == _SETTINGS_MAX_CONCURRENT_STREAMS:
+                    self._max_streams = value
+                elif key == _SETTINGS_INITIAL_WINDOW_SIZE:
+                    for stream in self._streams.values():
+                        stream.window += value - self._initial_window
+                    self._initial_window = value
+                elif key == _SETTINGS_MAX_FRAME_SIZE:
+                    self._max_send_frame = value
+            self._send(_frame(_SETTINGS, _ACK, 0))
+            self.settled.set()
+        elif kind == _PING:
+            if not flags & _ACK:
+                self._send(_frame(_PING, _ACK, 0, payload))
+            return
+        elif kind == _WINDOW_UPDATE:
+            increment = int.from_bytes(payload[:4], "big") & _MAX_WINDOW
+            if stream_id == 0:
+                self._send_window += increment
+            elif (target := self._streams.get(stream_id)) is not None:
+                target.window += increment
+        elif kind == _RST_STREAM:
+            call = self.calls.get(stream_id)
             if call is not None:
-                call.headers = list(event.headers or [])
-        elif isinstance(event, h2.events.TrailersReceived):
-            call = self.calls.get(event.stream_id or 0)
-            if call is not None:
-                call.trailers = list(event.headers or [])
-        elif isinstance(event, h2.events.StreamEnded):
-            call = self.calls.get(event.stream_id or 0)
-            if call is not None:
-                self._finish(call, None)
-            self._changed.unpark_all()
-        elif isinstance(event, h2.events.StreamReset):
-            call = self.calls.get(event.stream_id or 0)
-            if call is not None and event.remote_reset:
-                code = _RESET_STATUSES.get(event.error_code, Status.INTERNAL)  # type: ignore[call-overload]
-                message = f"stream reset by the runtime: {event.error_code!r}"
-                self._finish(call, GRPCError(code, message))
-            self._changed.unpark_all()
-        elif isinstance(event, h2.events.ConnectionTerminated):
-            # GOAWAY: streams above the last one the runtime took were never processed, the others may
-            # still be answered; no new call goes on this connection.
+                code = int.from_bytes(payload[:4], "big")
+                call.reset = True
+                status = _RESET_STATUSES.get(code, Status.INTERNAL)
+                self._finish(call, GRPCError(status, f"stream reset by the runtime: {_error_name(code)}"))
+        elif kind == _GOAWAY:
+            # Streams above the last one the runtime took were never processed, the others may still
+            # be answered; no new call goes on this connection.
             self.draining = True
-            last = event.last_stream_id if event.last_stream_id is not None else _LAST_STREAM_ID
-            for stream_id, call in self.calls.items():
-                if stream_id > last:
-                    self._finish(call, ConnectionLost(f"the runtime went away (GOAWAY {event.error_code!r})"))
+            last = int.from_bytes(payload[:4], "big") & _MAX_WINDOW
+            code = int.from_bytes(payload[4:8], "big")
+            for sid, call in self.calls.items():
+                if sid > last:
+                    call.reset = True
+                    self._finish(call, ConnectionLost(f"the runtime went away (GOAWAY {_error_name(code)})"))
             if not self.calls:
                 self._scope.cancel()
-            self._changed.unpark_all()
-        elif isinstance(event, h2.events.RemoteSettingsChanged):
-            self.settled.set()
-            self._changed.unpark_all()
-        elif isinstance(event, h2.events.WindowUpdated):
-            self._changed.unpark_all()
+        elif kind == _PUSH_PROMISE:
+            raise ProtocolViolation("a server push, which this client disabled")
+        elif kind == _CONTINUATION:
+            raise ProtocolViolation("a CONTINUATION frame without a header block")
+        # PRIORITY and unknown frame types are ignored, as the protocol says.
+        self._changed.unpark_all()
 
     @staticmethod
     def _finish(call: _Call, error: Exception | None) -> None:
@@ -350,6 +528,19 @@ class _Connection:
             self._finish(call, kind(message))
         self._changed.unpark_all()
         self.settled.set()
+
+
+def _unpadded(payload: bytes, flags: int) -> bytes:
+    if not flags & _PADDED:
+        return payload
+    if not payload or payload[0] >= len(payload):
+        raise ProtocolViolation("padding longer than its frame")
+    return payload[1 : len(payload) - payload[0]]
+
+
+def _error_name(code: int) -> str:
+    """An HTTP/2 error code as grpc-go and h2 name it (``ErrorCodes.CANCEL``)."""
+    return f"ErrorCodes.{_ERROR_NAMES.get(code, str(code))}"
 
 
 @attrs.define(eq=False)
@@ -383,7 +574,6 @@ class H2Channel:
             if connection is None or not connection.usable:
                 stream = await trio.open_unix_socket(self.path)
                 connection = _Connection(stream)
-                connection.h2.initiate_connection()
                 self._nursery.start_soon(connection.run)
                 self._connection = connection
             await connection.settled.wait()
