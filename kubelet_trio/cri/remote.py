@@ -1,8 +1,8 @@
 """``CriRuntime``: the CRI over a unix socket, as gRPC unary calls on a Trio-native HTTP/2 channel.
 
 A session owns one :class:`~kubelet_trio.cri.h2channel.H2Channel` per distinct socket (runtime and image
-service usually share one). Each call encodes its request with betterproto2, sends it on a stream of the
-channel's connection and decodes the answer with :mod:`kubelet_trio.cri.wire`: no asyncio, no thread.
+service usually share one). Each call encodes its request, sends it on a stream of the channel's
+connection and decodes the answer, both with :mod:`kubelet_trio.cri.wire`: no asyncio, no thread.
 The channel dials lazily and redials after a lost connection, which is what lets a session outlive a
 runtime restart: calls fail with ``UnavailableError`` while the runtime is down.
 
@@ -35,7 +35,7 @@ from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.h2channel import H2Channel, open_h2_channel
 from kubelet_trio.cri.runtime import CRI_API_VERSION
-from kubelet_trio.cri.wire import CriCodec, MalformedAnswer
+from kubelet_trio.cri.wire import CriCodec, MalformedAnswer, encode
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class CriRuntime:
         budget = max(remaining if limit is None else min(limit, remaining), 0.0)
         try:
             with trio.fail_after(budget):
-                data = await channel.unary(path, bytes(request))
+                data = await channel.unary(path, encode(request))
             response: M = _CODEC.decode(data, answer)
             return response
         except trio.TooSlowError as exc:
