@@ -16,6 +16,7 @@ __all__ = ["loads", "replace_surrogates"]
 
 #: An escape that can produce a surrogate: only text containing one needs the (slower) walk.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(_SURROGATE_ESCAPE.pattern.encode())
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -23,13 +24,21 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+#: One decoder for every call: ``json.loads`` with a keyword builds a new one each time (its scanner
+#: included), which cost more than decoding a small answer.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def loads(text: str | bytes) -> Any:
     """``json.loads`` with Go's rules: no ``NaN``/``Infinity``, lone surrogates replaced by U+FFFD."""
-    data = json.loads(text, parse_constant=_reject_constant)
-    pattern = _SURROGATE_ESCAPE.pattern
-    has_escape = (
-        _SURROGATE_ESCAPE.search(text) if isinstance(text, str) else re.search(pattern.encode(), text)
-    )
+    if isinstance(text, str):
+        if text.startswith("\ufeff"):  # as json.loads refuses it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        has_escape = _SURROGATE_ESCAPE.search(text) is not None
+        data = _DECODER.decode(text)
+    else:
+        has_escape = _SURROGATE_ESCAPE_BYTES.search(text) is not None
+        data = _DECODER.decode(text.decode(json.detect_encoding(text), "surrogatepass"))  # as json.loads
     return replace_surrogates(data) if has_escape else data
 
 
