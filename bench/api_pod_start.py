@@ -28,6 +28,9 @@ Go kubelet. Prints JSON.
   to be cleaned up.
 - Per run, where the time went as a client sees it: all pods reported running, then (median per pod)
   running → Ready reported; all reported terminated after the delete, then gone. Medians are per key.
+- Per run, the API server's own count of requests on pods and events from the creates to all Ready
+  (``to_ready_apiserver_<verb>_<resource>[_<subresource>]``, this benchmark's creates left out): the
+  same measure for both kubelets.
 - ``--profile FILE``: one extra (untimed) N=30 create → Ready → gone run of kubelet-trio under
   ``py-spy record --format raw`` (collapsed stacks in FILE, a summary in the JSON).
 
@@ -80,7 +83,7 @@ from _common import (
 
 from kubelet_trio import defaults
 from kubelet_trio.apimode import open_kubeconfig_client
-from kubelet_trio.client import ApiClient
+from kubelet_trio.client import ApiClient, ApiClientError
 from kubelet_trio.cri.remote import open_cri_runtime
 from kubelet_trio.testing.env import LocalCriEnvironment, missing_prerequisites, private_cgroup_root
 from kubelet_trio.testing.envtest import DEFAULT_ASSETS, assets, start_envtest
@@ -392,6 +395,27 @@ def kubelet_work(port: int) -> dict[str, float]:
     return dict(work)
 
 
+_APISERVER_REQUESTS = re.compile(r"^apiserver_request_total\{([^}]*)\} (\S+)$", re.M)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+async def apiserver_pod_requests(client: ApiClient) -> dict[str, float]:
+    """The API server's own count of requests on pods and events so far, by verb and resource
+    (``PATCH_pods_status``, ``GET_pods``, ``POST_events``...): the same measure for both kubelets (the Go
+    kubelet's ``/metrics`` has no client request counts). Zero without a real API server."""
+    try:
+        text = await client.get_text("/metrics")
+    except ApiClientError:
+        return {}
+    counts: collections.defaultdict[str, float] = collections.defaultdict(float)
+    for labels, value in _APISERVER_REQUESTS.findall(text):
+        fields = dict(_LABEL.findall(labels))
+        if fields.get("resource") in ("pods", "events"):
+            sub = fields.get("subresource")
+            counts[f"{fields.get('verb')}_{fields['resource']}" + (f"_{sub}" if sub else "")] += float(value)
+    return dict(counts)
+
+
 async def api_run(
     kubeconfig: Path,
     node: str,
@@ -415,6 +439,7 @@ async def api_run(
         async with trio.open_nursery() as nursery:
             await nursery.start(watch.run, client, path, f"bench-run={run_id}")
             names = [f"{node}-{n}-{run_id}-{i}" for i in range(n)]
+            requests0 = await apiserver_pod_requests(client)
             cpu0 = proc_cpu_seconds(pid) if pid is not None else 0.0
             t0 = time.perf_counter()
             async with trio.open_nursery() as creates:
@@ -429,6 +454,7 @@ async def api_run(
                 raise RuntimeError(f"{node}: {len(watch.ready_at)}/{n} pods Ready after {PHASE_TIMEOUT:g}s")
             ready = max(watch.ready_at.values()) - t0
             cpu1 = proc_cpu_seconds(pid) if pid is not None else 0.0
+            requests1 = await apiserver_pod_requests(client)
             machine1 = machine_busy_seconds()
             by_command1 = cpu_by_command()
             work1 = kubelet_work(kubelet.port) if kubelet is not None else {}
@@ -454,6 +480,10 @@ async def api_run(
         "machine_cpu_delete_to_gone_s": round(machine2 - machine_gone0, 2),
         **{f"to_ready_cpu_{name}": cpu for name, cpu in cpu_delta(by_command0, by_command1).items()},
     }
+    requests1["POST_pods"] = requests1.get("POST_pods", 0.0) - n  # this benchmark's creates
+    for key in sorted(requests1):
+        if (count := requests1[key] - requests0.get(key, 0.0)) > 0:
+            out[f"to_ready_apiserver_{key}"] = count
     if kubelet is not None:
         out["kubelet_cpu_create_to_ready_s"] = round(cpu1 - cpu0, 2)
         out["kubelet_cpu_per_pod_to_ready_ms"] = round(1000 * (cpu1 - cpu0) / n, 1)
