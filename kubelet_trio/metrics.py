@@ -330,6 +330,7 @@ class KubeletMetrics:
     prober_probe_duration: Histogram = attrs.field(init=False)
     _started_pods: set[str] = attrs.Factory(set)
     _first_seen: dict[str, float] = attrs.Factory(dict)
+    _children: dict[tuple[int, tuple[str, ...]], Any] = attrs.Factory(dict)
 
     def __attrs_post_init__(self) -> None:
         if not self.enabled:
@@ -477,6 +478,16 @@ class KubeletMetrics:
         if server is not None:
             self._node.server_certificate = server
 
+    def _labelled(self, metric: Counter | Histogram, *values: str) -> Any:
+        """``metric.labels(*values)``, remembered: ``labels`` validates and locks on every call, and these
+        metrics are observed per CRI call, API request, pod sync and probe. A series that is removed
+        (:meth:`forget_probe`) must be forgotten here too."""
+        key = (id(metric), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
     def observe_storage_operation(self, plugin: str, operation: str, success: bool, seconds: float) -> None:
         """One volume operation (:class:`~kubelet_trio.volumemanager.VolumeManager`'s hook)."""
         if not self.enabled:
@@ -488,12 +499,12 @@ class KubeletMetrics:
         """An API request attempt's answer (:class:`~kubelet_trio.client.metrics.RequestMetrics`)."""
         if not self.enabled:
             return
-        self.rest_client_requests.labels(code, method, host).inc()
+        self._labelled(self.rest_client_requests, code, method, host).inc()
 
     def request_latency(self, verb: str, host: str, seconds: float) -> None:
         if not self.enabled:
             return
-        self.rest_client_request_duration.labels(verb, host).observe(seconds)
+        self._labelled(self.rest_client_request_duration, verb, host).observe(seconds)
 
     def observe_probe(
         self, kind: ProbeKind, result: ProbeResult, pod: Pod, container: str, seconds: float
@@ -504,11 +515,13 @@ class KubeletMetrics:
             return
         probe_type = PROBE_TYPES[kind.value]
         name, namespace = pod.name, pod.namespace
-        self.prober_probes.labels(
-            probe_type, PROBE_RESULTS[result.value], container, name, namespace, pod.uid
+        self._labelled(
+            self.prober_probes, probe_type, PROBE_RESULTS[result.value], container, name, namespace, pod.uid
         ).inc()
         if result.value != "Failure":
-            self.prober_probe_duration.labels(probe_type, container, name, namespace).observe(seconds)
+            self._labelled(self.prober_probe_duration, probe_type, container, name, namespace).observe(
+                seconds
+            )
 
     def forget_probe(self, kind: ProbeKind, pod: Pod, container: str) -> None:
         """A probe worker ended: its series go (Go deletes them, so gone pods leave no series)."""
@@ -516,8 +529,12 @@ class KubeletMetrics:
             return
         probe_type = PROBE_TYPES[kind.value]
         for result in PROBE_RESULTS.values():
-            self.prober_probes.remove(probe_type, result, container, pod.name, pod.namespace, pod.uid)
-        self.prober_probe_duration.remove(probe_type, container, pod.name, pod.namespace)
+            values = (probe_type, result, container, pod.name, pod.namespace, pod.uid)
+            self.prober_probes.remove(*values)
+            self._children.pop((id(self.prober_probes), values), None)
+        duration = (probe_type, container, pod.name, pod.namespace)
+        self.prober_probe_duration.remove(*duration)
+        self._children.pop((id(self.prober_probe_duration), duration), None)
 
     def observe_relist(self, duration: float, interval: float | None) -> None:
         """``GenericPLEG.on_relist``."""
@@ -531,19 +548,19 @@ class KubeletMetrics:
         """``PodWorkers.on_sync_duration``."""
         if not self.enabled:
             return
-        self.pod_worker_duration.labels(work_type.value).observe(duration)
+        self._labelled(self.pod_worker_duration, work_type.value).observe(duration)
 
     def observe_runtime_operation(self, operation: str, duration: float, error: bool) -> None:
         if not self.enabled:
             return
-        self.runtime_operations.labels(operation).inc()
-        self.runtime_operations_duration.labels(operation).observe(duration)
+        self._labelled(self.runtime_operations, operation).inc()
+        self._labelled(self.runtime_operations_duration, operation).observe(duration)
         if error:
-            self.runtime_operations_errors.labels(operation).inc()
+            self._labelled(self.runtime_operations_errors, operation).inc()
 
     def observe_cgroup_operation(self, operation: str, duration: float) -> None:
         if self.enabled:
-            self.cgroup_manager_duration.labels(operation).observe(duration)
+            self._labelled(self.cgroup_manager_duration, operation).observe(duration)
 
     # -- computed at scrape time -------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from kubelet_trio.api.container import Container, EphemeralContainer
@@ -155,19 +156,21 @@ class Pod(Model):
     spec: PodSpec | None = field()
     status: PodStatus | None = field()
 
-    @property
+    # The identity properties are cached (a pod is immutable): the config merge, the API source and the
+    # status publisher read them for every pod of the node on every change of any one of them.
+    @functools.cached_property
     def name(self) -> str:
         return (self.metadata.name if self.metadata else None) or ""
 
-    @property
+    @functools.cached_property
     def namespace(self) -> str:
         return (self.metadata.namespace if self.metadata else None) or ""
 
-    @property
+    @functools.cached_property
     def uid(self) -> str:
         return (self.metadata.uid if self.metadata else None) or ""
 
-    @property
+    @functools.cached_property
     def full_name(self) -> str:
         """``<name>_<namespace>``, the kubelet's key for "the same pod" across UIDs."""
         return f"{self.name}_{self.namespace}"
@@ -176,13 +179,13 @@ class Pod(Model):
     def annotations(self) -> dict[str, str]:
         return dict((self.metadata.annotations if self.metadata else None) or {})
 
-    @property
+    @functools.cached_property
     def is_static(self) -> bool:
         """A pod from a file or URL, not the API server (Go: ``kubetypes.IsStaticPod``)."""
         annotations = (self.metadata.annotations if self.metadata else None) or {}
         return annotations.get(CONFIG_SOURCE_ANNOTATION, API_SOURCE) != API_SOURCE
 
-    @property
+    @functools.cached_property
     def is_mirror(self) -> bool:
         """The API server's copy of a static pod (Go: ``kubetypes.IsMirrorPod``)."""
         return CONFIG_MIRROR_ANNOTATION in ((self.metadata.annotations if self.metadata else None) or {})

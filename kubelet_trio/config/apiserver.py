@@ -83,6 +83,13 @@ class ApiserverSource:
     #: Where pods that do not decode and contained list/watch failures are counted (None: only logged).
     boundary_errors: BoundaryErrors | None = None
     _store: dict[str, Pod] = attrs.Factory(dict)
+    # the store split as it is published, kept up to date per event: a set is published after every
+    # watch batch, and re-splitting the whole node's pods each time cost more than the events did
+    _regular: dict[str, Pod] = attrs.Factory(dict)
+    _mirrors: dict[str, Pod] = attrs.Factory(dict)  # by store key
+    # the JSON spec each stored pod was decoded from, by store key: most watch events change only the
+    # status, and comparing the spec's JSON costs a fraction of decoding it again (see _decode)
+    _raw_specs: dict[str, Any] = attrs.Factory(dict)
 
     @property
     def field_selector(self) -> str:
@@ -115,11 +122,16 @@ class ApiserverSource:
             self.client, PODS_PATH, {"fieldSelector": self.field_selector}, LIST_PAGE_SIZE
         )
         store: dict[str, Pod] = {}
+        raw_specs: dict[str, Any] = {}
         for item in items:
-            pod = self._decode(item)
+            key = _key(item)
+            pod = self._decode(item, self._store.get(key), self._raw_specs.get(key))
             if pod is not None:
-                store[_key(item)] = pod
-        self._store = store
+                store[key] = pod
+                raw_specs[key] = item.get("spec")
+        self._store, self._raw_specs = store, raw_specs
+        self._regular = {key: pod for key, pod in store.items() if not pod.is_mirror}
+        self._mirrors = {key: pod for key, pod in store.items() if pod.is_mirror}
         self.resource_version = resource_version
         self.lists += 1
         logger.info(
@@ -129,11 +141,18 @@ class ApiserverSource:
         await self._publish()
         self.synced.value = True
 
-    def _decode(self, obj: Any) -> Pod | None:
-        """The pod, or None for an object the model cannot read (that pod's alone: logged once, counted)."""
+    def _decode(self, obj: Any, previous: Pod | None = None, previous_spec: Any = None) -> Pod | None:
+        """The pod, or None for an object the model cannot read (that pod's alone: logged once, counted).
+        When its JSON spec is the one ``previous`` was decoded from, ``previous``'s spec object is reused
+        (equal to a new decode): cheaper, and the same object lets later comparisons stop at identity."""
         pod = kref(*_key(obj).split("/", 1))
         try:
-            return Pod.from_dict(_without_managed_fields(obj))
+            data = _without_managed_fields(obj)
+            spec = data.get("spec")
+            if previous is not None and isinstance(spec, dict) and spec == previous_spec:
+                rest = Pod.from_dict({k: v for k, v in data.items() if k != "spec"})
+                return attrs.evolve(rest, spec=previous.spec)
+            return Pod.from_dict(data)
         except DecodeError as err:
             logger.error("ignoring undecodable pod", extra=kv(pod=pod, error=err))
             if self.boundary_errors is not None:
@@ -144,17 +163,10 @@ class ApiserverSource:
         return None
 
     async def _publish(self) -> None:
-        mirrors: dict[str, Pod] = {}
-        regular: list[Pod] = []
-        for pod in self._store.values():  # one pass: a set is published after every watch batch
-            if pod.is_mirror:
-                mirrors[pod.full_name] = pod
-            else:
-                regular.append(pod)
+        mirrors = {pod.full_name: pod for pod in self._mirrors.values()}
         if mirrors != self.mirror_pods.value:
             self.mirror_pods.value = mirrors
-        pods = tuple(regular)
-        await self.updates.send(SourceSet(API_SOURCE, pods))
+        await self.updates.send(SourceSet(API_SOURCE, tuple(self._regular.values())))
 
     async def _consume(self, events: trio.MemoryReceiveChannel[WatchEvent]) -> None:
         """Apply events; after each batch that is ready at once, publish the new set."""
@@ -183,12 +195,22 @@ class ApiserverSource:
             return False
         key = _key(event.object)
         if event.type == "DELETED":
+            self._regular.pop(key, None)
+            self._mirrors.pop(key, None)
+            self._raw_specs.pop(key, None)
             return self._store.pop(key, None) is not None
         if event.type in ("ADDED", "MODIFIED"):
-            pod = self._decode(event.object)
+            pod = self._decode(event.object, self._store.get(key), self._raw_specs.get(key))
             if pod is None:
                 return False
             self._store[key] = pod
+            self._raw_specs[key] = event.object.get("spec")
+            if pod.is_mirror:  # a pod may become a mirror pod or stop being one: it moves
+                self._regular.pop(key, None)
+                self._mirrors[key] = pod
+            else:
+                self._mirrors.pop(key, None)
+                self._regular[key] = pod
             return True
         logger.warning("ignoring unknown watch event", extra=kv(type=event.type))
         return False

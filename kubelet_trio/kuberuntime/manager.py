@@ -555,15 +555,18 @@ class KubeRuntimeManager:
             if response.status is not None and not is_host_network_pod(pod):
                 pod_ips = _sandbox_ips(response.status)
         pod_ip = pod_ips[0] if pod_ips else ""
-        sandbox_config = generate_pod_sandbox_config(
-            pod,
-            actions.attempt,
-            node_name=self.node_name,
-            pod_logs_dir=self.pod_logs_dir,
-            cgroup_parent=self._cgroup_parent(pod),
-        )
+        sandbox_config: pb.PodSandboxConfig | None = None
 
         async def start(container: Container) -> SyncStep:
+            nonlocal sandbox_config
+            if sandbox_config is None:  # made once a container starts: most syncs start none
+                sandbox_config = generate_pod_sandbox_config(
+                    pod,
+                    actions.attempt,
+                    node_name=self.node_name,
+                    pod_logs_dir=self.pod_logs_dir,
+                    cgroup_parent=self._cgroup_parent(pod),
+                )
             step = await self._start(pod, container, status, sandbox_id, sandbox_config, pod_ip, pull_secrets)
             steps.append(step)
             return step

@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from kubelet_trio.api import Pod, Quantity
+from kubelet_trio.api import Pod, PodSpec, Quantity
 from kubelet_trio.api.container import Container
 
 __all__ = [
@@ -82,9 +82,29 @@ def _container_requests(container: Container) -> dict[str, int]:
     return {name: _amount(name, q) for name, q in requests.items() if name in RESOURCES}
 
 
-def pod_requests(pod: Pod) -> dict[str, int]:
+#: Requests of pod specs by ``id``, with the spec itself (keeping the id valid). Admitting a pod sums the
+#: requests of every active pod, so without it a node's admissions cost the square of its pod count; a
+#: spec is immutable, and replaced (a new object) when the pod's spec changes. Cleared when it is full.
+_REQUESTS: dict[int, tuple[PodSpec, dict[str, int]]] = {}
+_REQUESTS_MAX = 65536
+
+
+def pod_requests(pod: Pod) -> Mapping[str, int]:
     """max(sum over app containers, max over init containers) + overhead; cpu in millicores, bytes else."""
     spec = pod.spec
+    if spec is None:
+        return _spec_requests(None)
+    cached = _REQUESTS.get(id(spec))
+    if cached is not None and cached[0] is spec:
+        return cached[1]
+    if len(_REQUESTS) >= _REQUESTS_MAX:
+        _REQUESTS.clear()
+    total = _spec_requests(spec)
+    _REQUESTS[id(spec)] = (spec, total)
+    return total
+
+
+def _spec_requests(spec: PodSpec | None) -> dict[str, int]:
     total: dict[str, int] = {}
     for container in (spec.containers if spec else None) or ():
         for name, value in _container_requests(container).items():

@@ -195,6 +195,8 @@ def convert_container_statuses(
 
     Init statuses come back in spec order, regular ones sorted by name.
     """
+    if not containers:
+        return ()  # most pods have no init or ephemeral containers: skip the runtime statuses' walks
     old_statuses = {s.name: s for s in previous or ()}
     default_reason = POD_INITIALIZING if has_init_containers else CONTAINER_CREATING
     default_state = ContainerState(waiting=ContainerStateWaiting(reason=default_reason))

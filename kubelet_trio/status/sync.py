@@ -230,7 +230,7 @@ class StatusPublisher:
             return False
         return bool(merge_patch_diff((api_pod.status or PodStatus()).to_dict(), merged.to_dict()) != {})
 
-    def _known_base(self, uid: str, api_pod: Pod) -> tuple[str, dict[str, Any]] | None:
+    def _known_base(self, uid: str, api_pod: Pod) -> tuple[str, dict[str, Any], PodStatus] | None:
         """The resourceVersion and status to write against without a GET: what the API answered our last
         read or write with while the watch shows that or an older answer of ours (it lags behind our
         writes), else the watched copy (someone else wrote since). The patch carries the resourceVersion
@@ -239,9 +239,11 @@ class StatusPublisher:
         if meta is None or meta.deletion_timestamp is not None or not meta.resource_version:
             return None  # deleting: the deletion path reads the object itself
         answered, written = self._versions.get(uid, ()), self._written.get(uid)
+        # the status as a model too: it is at hand, and decoding its dict again was most of a write's cost
         if written is not None and meta.resource_version in answered:
-            return answered[-1], written[1].to_dict()
-        return meta.resource_version, (api_pod.status or PodStatus()).to_dict()
+            return answered[-1], written[1].to_dict(), written[1]
+        status = api_pod.status or PodStatus()
+        return meta.resource_version, status.to_dict(), status
 
     async def _sync_pod(self, entry: VersionedStatus, api_pod: Pod) -> None:
         pod = entry.pod
@@ -253,7 +255,7 @@ class StatusPublisher:
             try:
                 current: dict[str, Any] | None = None
                 if known is not None:
-                    rv, api_status_dict = known
+                    rv, api_status_dict, api_status = known
                 else:
                     current = await self.client.get(path)
                     current_meta = current.get("metadata") or {}
@@ -264,8 +266,9 @@ class StatusPublisher:
                         self._sent[pod.uid] = entry.version
                         return
                     rv, api_status_dict = current_meta.get("resourceVersion", ""), current.get("status") or {}
+                    api_status = PodStatus.from_dict(api_status_dict)
                 merged = merge_pod_status(
-                    PodStatus.from_dict(api_status_dict),
+                    api_status,
                     entry.status,
                     could_have_running_containers=self.host.pod_workers.could_have_running_containers(
                         pod.uid

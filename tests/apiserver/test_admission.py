@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import trio
 import trio.testing
 
@@ -61,6 +62,16 @@ def test_requests_sum_containers_and_take_the_largest_init_container() -> None:
         )
     )
     assert pod_requests(p) == {"cpu": 500, "memory": 1024 * 1024}
+
+
+def test_pod_requests_follow_a_changed_spec() -> None:
+    """The requests are remembered per spec object: a pod whose spec is replaced gets the new spec's."""
+    small = pod("a", cpu="100m")
+    assert pod_requests(small) == {"cpu": 100}
+    assert pod_requests(small) == {"cpu": 100}  # the remembered answer is the same
+    bigger = pod("a", cpu="300m", memory="1Mi")
+    assert pod_requests(bigger) == {"cpu": 300, "memory": 1024 * 1024}
+    assert pod_requests(attrs.evolve(small, spec=bigger.spec)) == {"cpu": 300, "memory": 1024 * 1024}
 
 
 def test_predicates_in_go_order() -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import random
+
 import attrs
 import pytest
 import trio
 
-from kubelet_trio.api import PodStatus
+from kubelet_trio.api import Pod, PodStatus
 from kubelet_trio.config import (
     CONFIG_FIRST_SEEN_ANNOTATION,
     CONFIG_SOURCE_ANNOTATION,
@@ -126,3 +128,51 @@ async def test_podconfig_closes_updates_when_cancelled() -> None:
         nursery.cancel_scope.cancel()
     with pytest.raises(trio.EndOfChannel):
         await config.updates.receive()
+
+
+def _replaced(pods: list[Pod], rng: random.Random) -> None:
+    """Replace one pod object in place, as a watch event would: a new status, spec or deletion."""
+    i = rng.randrange(len(pods))
+    pod = pods[i]
+    change = rng.randrange(5)
+    if change == 0:
+        pods[i] = attrs.evolve(pod, status=PodStatus(phase=rng.choice(["Pending", "Running"])))
+    elif change == 1:
+        pods[i] = api_pod(pod.name, pod.uid, image=rng.choice(["busybox:1.36", "busybox:1.37"]))
+    elif change == 2:
+        pods[i] = api_pod(pod.name, pod.uid, deletion_timestamp="2024-05-01T12:01:00Z")
+    elif change == 3:
+        pods[i] = attrs.evolve(pod)  # an equal object that is not the same one
+    else:
+        pods[i] = api_pod(pod.name, f"{pod.uid}-new")  # recreated under the same name
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_in_place_merge_gives_the_full_merges_updates(seed: int) -> None:
+    """A SET that only replaces pod objects in place is merged without looking at the others; the
+    updates and the stored pods are the full merge's, whatever the SETs (adds, removes, duplicates, a
+    UID of another source's, reorders mixed in)."""
+    rng = random.Random(seed)
+    fast, full = PodStorage(now=fixed_now), PodStorage(now=fixed_now)
+    pods = [api_pod(f"p{i}", f"uid-{i}") for i in range(6)]
+    file_pods = [api_pod("f0", "uid-f0", namespace="kube-system")]
+    for step in range(80):
+        action = rng.randrange(20)
+        extra: list[Pod] = []  # sent once: duplicates and another source's UID
+        if action < 14 and pods:
+            for _ in range(rng.randrange(1, 3)):
+                _replaced(pods, rng)
+        elif action == 14:
+            pods.append(api_pod(f"p{step + 10}", f"uid-{step + 10}"))
+        elif action == 15 and pods:
+            pods.pop(rng.randrange(len(pods)))
+        elif action in (16, 17) and pods:
+            extra = [rng.choice([pods[0], api_pod(pods[0].name, "uid-dup"), file_pods[0]])]
+        elif pods:
+            rng.shuffle(pods)
+        source = "file" if rng.randrange(10) == 0 else "api"
+        sent = tuple(file_pods if source == "file" else [*pods, *extra])
+        full._whole_sets.clear()  # the reference always runs the full merge
+        assert fast.merge(source, sent) == full.merge(source, sent), step
+        assert fast.pods() == full.pods(), step
+        assert [p.uid for p in fast.pods()] == [p.uid for p in full.pods()], step

@@ -11,7 +11,9 @@ import trio
 import trio.testing
 from prometheus_client.parser import text_string_to_metric_families
 
+from kubelet_trio.api import Pod
 from kubelet_trio.metrics import KubeletMetrics
+from kubelet_trio.prober.results import ProbeKind, ProbeResult
 from tests.server.harness import open_test_node, pod_manifest
 
 Labels = tuple[tuple[str, str], ...]
@@ -96,3 +98,21 @@ def test_evictions_and_certificates_appear_once_they_exist() -> None:
     assert 29 * 86400 < ttl <= 30 * 86400
     assert values[key("kubelet_certificate_manager_server_ttl_seconds")] == float("inf")
     assert "go_goroutines" not in text  # rendered outside Trio: no task tree to count
+
+
+def test_a_forgotten_probe_series_comes_back_when_probed_again() -> None:
+    """The labelled series are remembered between observations; forgetting a probe forgets them too,
+    so a pod probed again (the same UID: a worker restarted) is counted afresh, not into a lost series."""
+    metrics = KubeletMetrics()
+    web = Pod.from_dict({"metadata": {"name": "web", "namespace": "default", "uid": "u1"}})
+    labels = {"probe_type": "Readiness", "container": "app", "pod": "web", "namespace": "default"}
+    total = key("prober_probe_total", result="successful", pod_uid="u1", **labels)
+    for _ in range(2):
+        metrics.observe_probe(ProbeKind.READINESS, ProbeResult.SUCCESS, web, "app", 0.01)
+    assert samples(metrics.render_probes().decode())[total] == 2
+    metrics.forget_probe(ProbeKind.READINESS, web, "app")
+    assert total not in samples(metrics.render_probes().decode())
+    metrics.observe_probe(ProbeKind.READINESS, ProbeResult.SUCCESS, web, "app", 0.01)
+    values = samples(metrics.render_probes().decode())
+    assert values[total] == 1
+    assert values[key("prober_probe_duration_seconds_count", **labels)] == 1
