@@ -76,6 +76,18 @@ def _status(pod: Pod) -> PodStatus | None:
     return pod.status
 
 
+def _collect(
+    op: PodOperation | None, pod: Pod, updates: list[Pod], deletes: list[Pod], reconciles: list[Pod]
+) -> None:
+    """Put a changed pod in the list of the update its operation makes (None: no change)."""
+    if op is PodOperation.UPDATE:
+        updates.append(pod)
+    elif op is PodOperation.DELETE:
+        deletes.append(pod)
+    elif op is PodOperation.RECONCILE:
+        reconciles.append(pod)
+
+
 @attrs.define(eq=False)
 class PodStorage:
     """The merge state: per source, its pods by UID (in arrival order). Pure and synchronous."""
@@ -134,12 +146,7 @@ class PodStorage:
                 continue
             stored, op = self._check_and_update(existing, ref)
             new[ref.uid] = stored
-            if op is PodOperation.UPDATE:
-                updates.append(stored)
-            elif op is PodOperation.DELETE:
-                deletes.append(stored)
-            elif op is PodOperation.RECONCILE:
-                reconciles.append(stored)
+            _collect(op, stored, updates, deletes, reconciles)
         removes = [pod for uid, pod in old.items() if uid not in new]
         self._pods[source] = new
         self._inputs[source] = inputs
@@ -186,12 +193,7 @@ class PodStorage:
             ref = _with_annotations(given, **{CONFIG_SOURCE_ANNOTATION: source})
             stored, op = self._check_and_update(stored_pods[given.uid], ref)
             stored_pods[given.uid] = stored  # the same key: its place in the order stays
-            if op is PodOperation.UPDATE:
-                updates.append(stored)
-            elif op is PodOperation.DELETE:
-                deletes.append(stored)
-            elif op is PodOperation.RECONCILE:
-                reconciles.append(stored)
+            _collect(op, stored, updates, deletes, reconciles)
         out = [
             PodUpdate(op, source, tuple(group))
             for op, group in (
