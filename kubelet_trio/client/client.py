@@ -33,7 +33,7 @@ import trio
 
 from kubelet_trio.api import gojson
 from kubelet_trio.client.errors import ApiClientError, ApiUnavailable, error_from_response
-from kubelet_trio.client.http1 import Http1Pool, TransportError
+from kubelet_trio.client.http1 import Http1Pool, TransportError, describe
 from kubelet_trio.client.kubeconfig import KubeConfig, make_ssl_context
 from kubelet_trio.client.metrics import ERROR_CODE, RequestMetrics
 from kubelet_trio.client.ratelimit import DEFAULT_BURST, DEFAULT_QPS, TokenBucket
@@ -119,16 +119,6 @@ class RetryPolicy:
         return base * (1 + self.jitter * rng.random())
 
 
-def describe(err: BaseException) -> str:
-    """``Type: message`` of a transport error, digging into its causes when httpx's own text is empty
-    (TLS failures under Trio arrive that way)."""
-    seen: BaseException | None = err
-    while seen is not None and not str(seen):
-        seen = seen.__cause__ or seen.__context__
-    detail = str(seen) if seen is not None else ""
-    return f"{type(err).__name__}: {detail}" if detail else type(err).__name__
-
-
 def _retry_after(response: Answer, cap: float) -> float | None:
     value = response.headers.get("Retry-After")
     if value is None:
@@ -170,11 +160,11 @@ class ApiClient:
     """Use :func:`open_api_client`. Paths are absolute API paths (``/api/v1/...``)."""
 
     http: httpx.AsyncClient
-    #: The client's transport. Single requests go to it directly: the client's request building, auth,
-    #: redirect and cookie layers, which this client does not use, were more than half of the Python work
-    #: of a request before the network.
+    #: The transport a caller gave the client (the tests' in-process fake API server). Single requests
+    #: go to it directly: the client's request building, auth, redirect and cookie layers, which this
+    #: client does not use, were more than half of the Python work of a request.
     transport: httpx.AsyncBaseTransport | None = None
-    #: Where single requests go on the network (watches stay on ``http``); None: through ``transport``.
+    #: Where requests and watches go on the network; None: through ``transport``.
     wire: Http1Pool | None = None
     limiter: TokenBucket = attrs.Factory(TokenBucket)
     retry: RetryPolicy = attrs.Factory(RetryPolicy)
@@ -291,11 +281,8 @@ class ApiClient:
     ) -> Answer:
         """One attempt, its answer read in full."""
         if self.wire is not None:
-            url_path = self.http.base_url.raw_path.decode("ascii") + path.lstrip("/")
-            if params:
-                url_path += "?" + urlencode(params)
             headers["Accept-Encoding"] = ACCEPT_ENCODING
-            return await self.wire.request(method, url_path, headers.items(), content)
+            return await self.wire.request(method, self._target(path, params), headers.items(), content)
         if self.transport is None:
             params = dict(params or {})
             extensions = self._extensions()
@@ -420,8 +407,12 @@ class ApiClient:
     ) -> contextlib.AbstractAsyncContextManager[_WatchStream]:
         if self.wire is None:
             return _httpx_stream(self, path, query)
-        url_path = self.http.base_url.raw_path.decode("ascii") + path.lstrip("/") + "?" + urlencode(query)
-        return self.wire.stream("GET", url_path, self._headers(None).items())
+        return self.wire.stream("GET", self._target(path, query), self._headers(None).items())
+
+    def _target(self, path: str, params: Mapping[str, str] | None) -> str:
+        """The request target of ``path`` under the server URL's own path, with its query."""
+        target = self.http.base_url.raw_path.decode("ascii") + path.lstrip("/")
+        return target + "?" + urlencode(params) if params else target
 
 
 class _WatchStream(Protocol):
@@ -523,16 +514,13 @@ async def open_api_client(
         verify = make_ssl_context(config)
     token = _Token(static=config.token, file=config.token_file) if config else _Token()
     tls_server_name = config.tls_server_name if config else None
-    wire: Http1Pool | None = None
-    if transport is None:
-        from kubelet_trio.client.pool import keep_alive_transport
-
-        transport = keep_alive_transport(
-            verify, max_idle=MAX_IDLE_CONNECTIONS, keepalive_expiry=IDLE_CONNECTION_TIMEOUT
-        )
-        wire = _wire(base_url, verify, tls_server_name, max_request_connections)
+    # On the network every request and watch goes through the wire; the httpx client then only serves
+    # callers that use ``ApiClient.http`` directly (it connects at their first request).
+    wire = _wire(base_url, verify, tls_server_name, max_request_connections) if transport is None else None
     async with (
-        httpx.AsyncClient(base_url=base_url, transport=transport, timeout=None, trust_env=False) as http,
+        httpx.AsyncClient(
+            base_url=base_url, transport=transport, verify=verify, timeout=None, trust_env=False
+        ) as http,
         contextlib.AsyncExitStack() as stack,
     ):
         if wire is not None:

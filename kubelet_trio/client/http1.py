@@ -6,8 +6,8 @@ largest share of the kubelet's CPU during a pod start (client-go writes them on 
 a fraction of that). A kubelet's calls need little of HTTP: one server, small JSON bodies, answers with
 a ``Content-Length`` or chunked, sometimes gzip. :class:`Http1Pool` writes the request head in one piece
 and parses the answer from its buffer, on keep-alive connections kept on a stack (the most recently used
-idle one is taken and checked, as in :mod:`kubelet_trio.client.pool`). Watches, streamed for minutes,
-stay on httpx.
+idle one is taken and checked with one ``select``: httpcore's pool asked every pooled connection on
+every request). A watch, streamed for minutes, gets a connection of its own (:meth:`Http1Pool.stream`).
 
 Whatever goes wrong on the connection (refused, reset, TLS, an answer that is not HTTP) raises
 :class:`TransportError` and closes that connection; the API client retries as it does for httpx's
@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Iterable
 import attrs
 import trio
 
-__all__ = ["Http1Pool", "Http1Response", "Http1Stream", "TransportError"]
+__all__ = ["Http1Pool", "Http1Response", "Http1Stream", "TransportError", "describe"]
 
 #: Largest answer head accepted; kube-apiserver's are a few hundred bytes.
 MAX_HEAD = 64 * 1024
@@ -213,7 +213,7 @@ class Http1Stream:
                     return
                 yield piece
         except _CONNECTION_ERRORS as err:
-            raise TransportError(_describe(err)) from err
+            raise TransportError(describe(err)) from err
 
     async def lines(self) -> AsyncIterator[bytes]:
         """The body split at newlines (a watch's events), the last line even without one."""
@@ -317,7 +317,7 @@ class Http1Pool:
             body = _decompress(body, encoding)
         except _CONNECTION_ERRORS as err:
             await self._discard(connection)
-            raise TransportError(_describe(err)) from err
+            raise TransportError(describe(err)) from err
         except BaseException:
             await self._discard(connection)
             raise
@@ -342,7 +342,7 @@ class Http1Pool:
                 await connection.stream.send_all(message)
                 code, fields, _keep = await connection.read_head()
             except _CONNECTION_ERRORS as err:
-                raise TransportError(_describe(err)) from err
+                raise TransportError(describe(err)) from err
             yield Http1Stream(code, Headers(fields), connection)
         finally:
             await self._discard(connection)
@@ -373,7 +373,7 @@ class Http1Pool:
                     raise
                 stream = tls
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as err:
-            raise TransportError(f"connect {self.host}:{self.port}: {_describe(err)}") from err
+            raise TransportError(f"connect {self.host}:{self.port}: {describe(err)}") from err
         self.opened += 1
         connection = _Connection(stream)
         self.open.add(connection)
@@ -400,11 +400,15 @@ class Http1Pool:
             await self._discard(connection)
 
 
-def _describe(err: BaseException) -> str:
-    """``Type: message``, with the OS error's name when the message is empty."""
-    text = str(err)
-    if not text and isinstance(err, OSError) and err.errno:
-        text = errno.errorcode.get(err.errno, str(err.errno))
-    if not text and err.__cause__ is not None:
-        return _describe(err.__cause__)
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+def describe(err: BaseException) -> str:
+    """``Type: message`` of a transport error. When its own text is empty (TLS failures under Trio, an
+    ``OSError`` with only a number), the first text along its causes, or the OS error's name."""
+    seen: BaseException | None = err
+    while seen is not None:
+        text = str(seen)
+        if not text and isinstance(seen, OSError) and seen.errno:
+            text = errno.errorcode.get(seen.errno, str(seen.errno))
+        if text:
+            return f"{type(err).__name__}: {text}"
+        seen = seen.__cause__ or seen.__context__
+    return type(err).__name__
