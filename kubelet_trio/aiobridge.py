@@ -25,7 +25,9 @@ that the work had no effect (an RPC may still reach its peer), nor that what the
 the bridge: closing it cancels its Trio calls, then the asyncio tasks left on the loop, and waits for both.
 
 :func:`open_asyncio_thread` owns the thread: it starts the loop, and on exit cancels the Trio calls and
-waits for their awaiters, cancels what is left on the loop, stops it and joins the thread.
+waits for their awaiters, cancels what is left on the loop, stops it and joins the thread — for at most
+:data:`JOIN_WAIT`: a loop held by code that never yields (a peer's request that costs minutes of CPU) cannot
+hold the node's shutdown too; the thread is then left behind, a daemon, with a log line.
 :func:`open_lazy_asyncio_thread` is the same for an owner that may never need the loop (the prober: most
 pods have no gRPC probe); the thread starts at the first :meth:`LazyAsyncioThread.get`.
 """
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -41,11 +44,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import attrs
 import trio
 
+from kubelet_trio.logs import kv
+
 if TYPE_CHECKING:  # asyncio itself is imported by the first bridge: a node without one never loads it
     import asyncio
 
 __all__ = [
     "CANCEL_WAIT",
+    "JOIN_WAIT",
     "AsyncioThread",
     "AsyncioThreadSource",
     "LazyAsyncioThread",
@@ -56,7 +62,10 @@ __all__ = [
 
 T = TypeVar("T")
 
+logger = logging.getLogger(__name__)
+
 CANCEL_WAIT = 5.0  # seconds a cancelled caller waits for the other side's work to end before abandoning it
+JOIN_WAIT = 5.0  # seconds closing waits for the loop's thread to end before going on without it
 
 
 def _discard(future: asyncio.Future[Any]) -> None:
@@ -225,8 +234,9 @@ class AsyncioThread:
 
     async def aclose(self) -> None:
         """Cancel the Trio calls and wait for their awaiters (at most :data:`CANCEL_WAIT`), then stop the
-        loop (cancelling what is left on it) and join its thread. Later :meth:`to_trio` calls end
-        cancelled. Shielded: a cancelled owner still gets its thread back."""
+        loop (cancelling what is left on it) and join its thread (at most :data:`JOIN_WAIT`, then it is
+        abandoned with a log line). Later :meth:`to_trio` calls end cancelled. Shielded: a cancelled
+        owner still gets its thread back, or its bounded wait for it."""
         with trio.CancelScope(shield=True):
             self._closing = True
             if self._trio_calls:
@@ -236,7 +246,13 @@ class AsyncioThread:
                 with trio.move_on_after(CANCEL_WAIT):
                     await self._drained.wait()
             self.loop.call_soon_threadsafe(self.loop.stop)
-            await trio.to_thread.run_sync(self._thread.join)
+            with trio.move_on_after(JOIN_WAIT) as joining:
+                await trio.to_thread.run_sync(self._thread.join, abandon_on_cancel=True)
+            if joining.cancelled_caught:
+                logger.warning(
+                    "The asyncio thread did not stop in time; going on without it",
+                    extra=kv(thread=self._thread.name, waited=JOIN_WAIT),
+                )
 
 
 @attrs.define(eq=False)

@@ -53,7 +53,7 @@ from kubelet_trio.kuberuntime.manager import (
     running_pod_from_status,
 )
 from kubelet_trio.lifecycle.predicate import admit_pod_count, admit_standalone
-from kubelet_trio.logs import kobj, kv, vlevel
+from kubelet_trio.logs import error_text, kobj, kv, vlevel
 from kubelet_trio.metrics import KubeletMetrics
 from kubelet_trio.nodeshutdown import NodeShutdownManager, ShutdownSocket, socket_path
 from kubelet_trio.nodestatus.addresses import NodeAddressError, choose_node_ip, read_host_network
@@ -65,6 +65,7 @@ from kubelet_trio.pod_workers import PodWorkers, SyncError, UpdatePodOptions, Up
 from kubelet_trio.prober import ProbeManager, ProbeUpdate
 from kubelet_trio.prober.results import ProbeKind, ProbeResult
 from kubelet_trio.stats import CriStatsProvider
+from kubelet_trio.status.conditions import need_to_reconcile_pod_readiness
 from kubelet_trio.status.generate import (
     DEADLINE_EXCEEDED_REASON,
     active_deadline_exceeded,
@@ -419,7 +420,7 @@ class Kubelet:
                     else:
                         self._set_runtime_error(None)
                 except Exception as exc:
-                    self._set_runtime_error(f"container runtime is down: {exc}")
+                    self._set_runtime_error(f"container runtime is down: {error_text(exc)}")
                 if not started:
                     started = True
                     task_status.started()
@@ -558,8 +559,7 @@ class Kubelet:
         elif update.op is PodOperation.REMOVE:
             self.handle_pod_removes(update.pods)
         elif update.op is PodOperation.RECONCILE:
-            for pod in update.pods:
-                self._pod_manager.add_or_update(pod)
+            self.handle_pod_reconcile(update.pods)
         else:
             logger.error("kubelet does not support snapshot update", extra=kv(op=update.op))
         self._sources_seen.add(update.source)
@@ -630,6 +630,14 @@ class Kubelet:
             if pod.uid in self.rejected and not (pod.metadata and pod.metadata.deletion_timestamp):
                 continue  # never started; a deletion still goes to the workers, which finish it at once
             self._pod_workers.update_pod(UpdatePodOptions(UpdateType.UPDATE, pod=pod))
+
+    def handle_pod_reconcile(self, pods: Iterable[Pod]) -> None:
+        """Go ``HandlePodReconcile``: a status written by someone else (a readiness gate's condition) syncs
+        the pod when it changes what the kubelet would report as Ready."""
+        for pod in pods:
+            self._pod_manager.add_or_update(pod)
+            if pod.uid not in self.rejected and need_to_reconcile_pod_readiness(pod):
+                self._pod_workers.update_pod(UpdatePodOptions(UpdateType.SYNC, pod=pod))
 
     def handle_pod_removes(self, pods: Iterable[Pod]) -> None:
         for pod in pods:

@@ -47,6 +47,7 @@ __all__ = [
     "KlogTextFormatter",
     "ObjectRef",
     "configure_logging",
+    "error_text",
     "format_fields",
     "go_quote",
     "kobj",
@@ -142,7 +143,9 @@ def _safe_key(key: str) -> str:
     return key if _KEY.fullmatch(key) else "_" + re.sub(r"[^\w.\-]", "_", key)
 
 
-def _error_text(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
+    """An exception's text for a message, never empty: its type's name when ``str()`` is empty
+    (``trio.TooSlowError()``, a bare ``ConnectionError``), so "runtime is down: " always says why."""
     return str(exc) or type(exc).__name__
 
 
@@ -153,10 +156,10 @@ def _klog_fields(record: logging.LogRecord) -> tuple[list[tuple[str, Any]], str 
         fields = {("err" if key == "error" else key): value for key, value in fields.items()}
     err: str | None = None
     if record.exc_info and record.exc_info[1] is not None:
-        err = _error_text(record.exc_info[1])
+        err = error_text(record.exc_info[1])
     elif "err" in fields:
         value = fields.pop("err")
-        err = _error_text(value) if isinstance(value, BaseException) else _text(value)
+        err = error_text(value) if isinstance(value, BaseException) else _text(value)
     reserved = {"ts", "caller", "msg", "v", "err", "stacktrace"}
     out = []
     for key, value in fields.items():
@@ -224,7 +227,7 @@ def _klog_value(value: Any) -> str:
     if value is None:
         return "<nil>"
     if isinstance(value, BaseException):
-        return go_quote(_error_text(value))
+        return go_quote(error_text(value))
     if isinstance(value, list | tuple | set | frozenset):  # Go's %v of a slice, quoted
         return go_quote("[" + " ".join(_text(item) for item in value) + "]")
     if isinstance(value, Mapping):
@@ -274,7 +277,7 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, str | int | float | bool) or value is None:
         return value
     if isinstance(value, BaseException):
-        return _error_text(value)
+        return error_text(value)
     if isinstance(value, list | tuple | set | frozenset):
         return [_json_value(item) for item in value]
     if isinstance(value, Mapping):

@@ -9,6 +9,7 @@ import pytest
 import trio
 import trio.lowlevel
 
+from kubelet_trio import aiobridge
 from kubelet_trio.aiobridge import (
     AsyncioThread,
     SharedAsyncioThread,
@@ -142,3 +143,23 @@ async def test_shared_thread_serves_its_users_only_while_its_owner_runs_it() -> 
     assert not thread.is_alive()
     with pytest.raises(RuntimeError, match="not running"):
         shared.get()
+
+
+async def test_closing_waits_for_a_stuck_loop_a_bounded_time(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Code that holds the loop's thread without yielding (a peer's request costing minutes of CPU)
+    cannot hold the owner's shutdown: it goes on after JOIN_WAIT, with a log line."""
+    monkeypatch.setattr(aiobridge, "JOIN_WAIT", 0.5)
+    release = threading.Event()
+    try:
+        with trio.fail_after(10):
+            started = trio.current_time()
+            async with open_asyncio_thread() as bridge:
+                bridge.loop.call_soon_threadsafe(release.wait, 30)  # the loop's thread is stuck
+            waited = trio.current_time() - started
+        assert 0.5 <= waited < 5
+        [record] = [r for r in caplog.records if r.name == "kubelet_trio.aiobridge"]
+        assert record.getMessage() == "The asyncio thread did not stop in time; going on without it"
+    finally:
+        release.set()  # the thread ends

@@ -9,6 +9,17 @@ it builds. Pods come from a manifest directory and/or URL; the runtime is any CR
 - Daemon: runs until SIGTERM/SIGINT, then stops within moments and leaves its pods running, like the Go
   kubelet (a new process over the same runtime and manifests adopts them). Serves ``/healthz`` and,
   when enabled, the read-only HTTP server. Exit status 0 after a signal, 1 when the node fails.
+  The signals are read from the moment the event loop runs, so one that arrives during start-up stops
+  it as promptly, logging what start-up was waiting for (one that arrives earlier still, while Python
+  loads the daemon's modules, ends the process by its default action: nothing has started then).
+- Start-up (:class:`StartUp`): every step that waits on something outside the process logs
+  ``waiting for <it>`` after a second and then at doubling intervals (at most 30 s apart) until it is
+  done. The container runtime must answer within ``--runtime-request-timeout`` (Go's kubelet gives its
+  first ``Version`` call that long and exits without an answer; here it is asked again, with backoff,
+  until then), the node's own components must be up within :data:`NODE_START_TIMEOUT`; either failing,
+  the daemon exits with status 1 naming what it waited for. The managed containerd (60 s), the TLS
+  bootstrap (Go's hour for the certificate) and each image archive (:mod:`kubelet_trio.images.importer`:
+  ten minutes, then the node starts without it) have deadlines of their own.
 - ``--runonce``: see :mod:`kubelet_trio.runonce`. Progress on stderr, the report on stdout; exit status
   0 when every pod reached its target, 1 otherwise. No HTTP servers.
 
@@ -31,19 +42,21 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
+import trio_util
 
 from kubelet_trio.boundary import BoundaryErrors
 from kubelet_trio.cm.allocatable import read_node_allocatable
-from kubelet_trio.cm.cgroup_manager import CgroupError
+from kubelet_trio.cm.cgroup_manager import CGROUP_ROOT, CgroupError, cgroup_version
 from kubelet_trio.cm.oom_score import apply_oom_score_adj
 from kubelet_trio.config.file import FileSource, scan_manifest_path
 from kubelet_trio.config.podconfig import PodConfig
@@ -51,7 +64,7 @@ from kubelet_trio.config.types import FILE_SOURCE, HTTP_SOURCE
 from kubelet_trio.configz import configz_body
 from kubelet_trio.kubelet import KubeletConfig, PodSource
 from kubelet_trio.kubelet_builder import KubeletDeps, open_kubelet
-from kubelet_trio.logs import configure_logging, kv
+from kubelet_trio.logs import configure_logging, error_text, kv
 from kubelet_trio.metrics import KubeletMetrics
 from kubelet_trio.nodestatus.addresses import NodeAddressError, resolve_node_ips
 from kubelet_trio.options import (
@@ -78,7 +91,18 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("kubelet_trio.cmd.kubelet")
 
+#: One attempt to reach the container runtime (run-once's check, and each of the daemon's at start-up).
 RUNTIME_CHECK_TIMEOUT = 10.0
+#: The daemon's attempts to reach the runtime at start-up: half a second apart, doubling up to 5 s.
+RUNTIME_RETRY_FIRST, RUNTIME_RETRY_MAX = 0.5, 5.0
+#: How long the node's own components (pod cgroups, the first relist, the servers...) may take to start
+#: once the runtime has answered: each of their runtime calls has --runtime-request-timeout (2 min); a
+#: start that makes progress is done in seconds, one that has not in ten minutes is stuck.
+NODE_START_TIMEOUT = 600.0
+#: A start-up step is reported after this long, then at doubling intervals up to STARTUP_REPORT_MAX.
+STARTUP_REPORT_FIRST, STARTUP_REPORT_MAX = 1.0, 30.0
+#: How long the node's address may take to resolve (a name lookup) before the loopback address is used.
+NODE_IP_TIMEOUT = 30.0
 
 
 class UsageError(Exception):
@@ -87,6 +111,78 @@ class UsageError(Exception):
 
 class CredentialProvidersError(Exception):
     """The credential provider plugins cannot be registered; reported on stderr, exit status 1."""
+
+
+class StartupTimeout(RuntimeError):
+    """A start-up step outlived its deadline; the message names what it waited for (exit status 1)."""
+
+
+@attrs.define(eq=False)
+class StartupStep:
+    """One thing start-up waits for: ``what`` (a constant, "the container runtime") and its context."""
+
+    what: str  # a literal: the log line is "waiting for <what>"
+    fields: dict[str, Any]
+    deadline: float | None
+    since: float
+    #: Why the last attempt failed, for a step that tries again.
+    error: str | None = None
+
+    def context(self) -> dict[str, Any]:
+        waited = round(trio.current_time() - self.since, 1)
+        return {**self.fields, "waited": waited, **({"error": self.error} if self.error else {})}
+
+
+@attrs.define(eq=False)
+class StartUp:
+    """What the daemon's start-up waits for now. Each step that waits on something outside the process
+    runs in :meth:`step`; :meth:`watch` names it in the log while it lasts and ends start-up when it
+    outlives its deadline, and a signal's log line names it too: a node that does not come up says why."""
+
+    current: trio_util.AsyncValue[StartupStep | None] = attrs.Factory(lambda: trio_util.AsyncValue(None))
+    #: Set once every component is up.
+    started: bool = False
+
+    @contextlib.contextmanager
+    def step(self, what: str, deadline: float | None = None, **fields: Any) -> Iterator[StartupStep]:
+        """Mark the block as waiting for ``what``, for ``deadline`` seconds at most (None: the callee
+        bounds it). A plain context manager, no cancel scope: a step may open resources that outlive it."""
+        step = StartupStep(what, fields, deadline, trio.current_time())
+        self.current.value = step
+        try:
+            yield step
+        finally:
+            self.current.value = None
+
+    async def watch(self) -> None:
+        """Log ``waiting for <step>`` after :data:`STARTUP_REPORT_FIRST`, then at doubling intervals, and
+        raise :class:`StartupTimeout` when a step outlives its deadline (which cancels start-up)."""
+        while True:
+            step = await self.current.wait_value(lambda value: value is not None)
+            assert step is not None
+            await self._watch_step(step)
+
+    async def _watch_step(self, step: StartupStep) -> None:
+        give_up_at = math.inf if step.deadline is None else step.since + step.deadline
+        interval = STARTUP_REPORT_FIRST
+        report_at = step.since + interval
+        while True:
+            with trio.move_on_at(min(report_at, give_up_at)):
+                await self.current.wait_value(lambda value: value is not step)
+                return
+            if trio.current_time() >= give_up_at:
+                reason = f": {step.error}" if step.error else ""
+                where = "".join(f" {key}={value}" for key, value in step.fields.items())
+                raise StartupTimeout(
+                    f"gave up waiting for {step.what}{where} after {step.deadline:g}s{reason}"
+                )
+            logger.info(f"waiting for {step.what}", extra=kv(**step.context()))
+            interval = min(interval * 2, STARTUP_REPORT_MAX)
+            report_at = trio.current_time() + interval
+
+
+def _step(startup: StartUp | None, what: str, **fields: Any) -> contextlib.AbstractContextManager[Any]:
+    return contextlib.nullcontext() if startup is None else startup.step(what, **fields)
 
 
 def register_credential_providers(settings: CredentialProviderSettings) -> tuple[PluginProvider, ...]:
@@ -151,10 +247,12 @@ def build_sources(
 
 @contextlib.asynccontextmanager
 async def open_runtime(
-    settings: RuntimeSettings, boundary_errors: BoundaryErrors | None = None
+    settings: RuntimeSettings, boundary_errors: BoundaryErrors | None = None, startup: StartUp | None = None
 ) -> AsyncIterator[Runtime]:
     """The node's runtime; with ``--image-import-dir`` (the managed runtime: always) the image archives
-    there are imported before it is yielded, so before any sandbox starts, and followed after."""
+    there are imported before it is yielded, so before any sandbox starts, and followed after. With the
+    daemon's ``startup``, the runtime has answered first (:func:`wait_for_runtime`); run-once checks it
+    itself, once."""
     if settings.runtime == "sim":
         from kubelet_trio.sim.runtime import SimRuntime
 
@@ -163,39 +261,65 @@ async def open_runtime(
     from kubelet_trio.cri.remote import open_cri_runtime
     from kubelet_trio.images.importer import open_image_importer
 
-    if settings.container_runtime == "managed":  # a containerd of our own
-        from kubelet_trio.containerd import open_managed_containerd
+    async with contextlib.AsyncExitStack() as stack:
+        if settings.container_runtime == "managed":  # a containerd of our own
+            from kubelet_trio.containerd import open_managed_containerd
 
-        async with (
-            open_managed_containerd(
-                settings.root_dir,
-                sandbox_image=settings.sandbox_image,
-                subnet=settings.pod_cidr or None,
-            ) as ctrd,
-            open_cri_runtime(
-                ctrd.endpoint,
-                request_timeout=settings.request_timeout,
-                boundary_errors=boundary_errors,
-            ) as runtime,
-            open_image_importer(
-                Path(settings.image_import_dir or ctrd.layout.images_dir), ctrd.layout.socket
-            ),
-        ):
-            yield runtime
-        return
-    async with (
-        open_cri_runtime(
-            settings.endpoint,
-            settings.image_endpoint or None,
-            request_timeout=settings.request_timeout,
-            boundary_errors=boundary_errors,
-        ) as runtime,
-        contextlib.AsyncExitStack() as importing,
-    ):
-        if settings.image_import_dir:
-            socket = await containerd_socket(runtime, settings)
-            await importing.enter_async_context(open_image_importer(Path(settings.image_import_dir), socket))
+            with _step(startup, "the managed containerd", root_dir=settings.root_dir):
+                ctrd = await stack.enter_async_context(
+                    open_managed_containerd(
+                        settings.root_dir,
+                        sandbox_image=settings.sandbox_image,
+                        subnet=settings.pod_cidr or None,
+                    )
+                )
+            endpoint = ctrd.endpoint
+            runtime = await stack.enter_async_context(
+                open_cri_runtime(
+                    endpoint, request_timeout=settings.request_timeout, boundary_errors=boundary_errors
+                )
+            )
+            import_dir: str | Path = settings.image_import_dir or ctrd.layout.images_dir
+            socket: Path | None = ctrd.layout.socket
+        else:
+            endpoint = settings.endpoint
+            runtime = await stack.enter_async_context(
+                open_cri_runtime(
+                    endpoint,
+                    settings.image_endpoint or None,
+                    request_timeout=settings.request_timeout,
+                    boundary_errors=boundary_errors,
+                )
+            )
+            import_dir, socket = settings.image_import_dir, None  # containerd's: asked below
+        if startup is not None:
+            await wait_for_runtime(runtime, endpoint, settings.request_timeout, startup)
+        if import_dir:
+            socket = socket or await containerd_socket(runtime, settings)
+            with _step(startup, "the image archives to import", dir=str(import_dir)):
+                await stack.enter_async_context(open_image_importer(Path(import_dir), socket))
         yield runtime
+
+
+async def wait_for_runtime(runtime: Runtime, endpoint: str, deadline: float, startup: StartUp) -> None:
+    """The daemon's first runtime call, asked again with backoff until it answers: every component after
+    it calls the runtime, and a start against a runtime that is not there would stall in each of them.
+    Go's kubelet gives its first ``Version`` call ``deadline`` (``--runtime-request-timeout``) and exits
+    without an answer; so does this one (:meth:`StartUp.watch` ends start-up, naming the last error)."""
+    delay = RUNTIME_RETRY_FIRST
+    with startup.step("the container runtime", deadline, endpoint=endpoint) as step:
+        while True:
+            try:
+                with trio.fail_after(RUNTIME_CHECK_TIMEOUT):
+                    version = await runtime.version()
+                break
+            except trio.TooSlowError:
+                step.error = f"no answer within {RUNTIME_CHECK_TIMEOUT:g}s"
+            except Exception as err:  # any failure: ask again until the deadline
+                step.error = error_text(err)
+            await trio.sleep(delay)
+            delay = min(delay * 2, RUNTIME_RETRY_MAX)
+    logger.info("container runtime", extra=kv(name=version.runtime_name, version=version.runtime_version))
 
 
 async def containerd_socket(runtime: Runtime, settings: RuntimeSettings) -> Path:
@@ -221,8 +345,7 @@ async def check_runtime(runtime: Runtime, settings: RuntimeSettings) -> None:
             version = await runtime.version()
     except Exception as err:
         where = "simulated runtime" if settings.runtime == "sim" else settings.endpoint
-        reason = str(err) or type(err).__name__
-        raise RuntimeError(f"cannot reach the container runtime at {where}: {reason}") from err
+        raise RuntimeError(f"cannot reach the container runtime at {where}: {error_text(err)}") from err
     logger.info("container runtime", extra=kv(name=version.runtime_name, version=version.runtime_version))
 
 
@@ -259,8 +382,9 @@ async def node_config(configs: ComponentConfigs) -> KubeletConfig:
     if config.node_ips:
         return config
     try:  # the node name is the hostname here (no cloud provider)
-        ips = await resolve_node_ips(configs.node_ip, config.node_name, config.node_name)
-    except NodeAddressError as err:  # Go keeps running too, without a usable address
+        with trio.fail_after(NODE_IP_TIMEOUT):  # a name lookup that never ends must not stop the node
+            ips = await resolve_node_ips(configs.node_ip, config.node_name, config.node_name)
+    except (NodeAddressError, trio.TooSlowError) as err:  # Go keeps running too, without a usable address
         logger.warning("no node IP; using the loopback address", extra=kv(error=err))
         return attrs.evolve(config, node_ips=("127.0.0.1",))
     return attrs.evolve(config, node_ips=ips)
@@ -306,47 +430,95 @@ def check_swap(fail_swap_on: bool, swaps: str = SWAPS) -> None:
         )
 
 
+def check_cgroup_version(fail_cgroupv1: bool, root: str = CGROUP_ROOT) -> None:
+    """``failCgroupV1`` (Go's configuration validation): refuse a cgroup v1 host when asked to."""
+    if fail_cgroupv1 and cgroup_version(root) == 1:
+        raise RuntimeError(
+            "kubelet is configured to not run on a host using cgroup v1. cgroup v1 support is unsupported "
+            "and will be removed in a future release"
+        )
+
+
 async def serve(
     options: KubeletOptions, configs: ComponentConfigs, credential_providers: tuple[PluginProvider, ...] = ()
 ) -> int:
+    """The daemon until SIGTERM or SIGINT: read from the first moment, so a signal during start-up stops
+    it as promptly as one later (0); a start-up step past its deadline or a failing node raises (1)."""
+    startup = StartUp()
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_stop_on_signal, signals, startup, nursery.cancel_scope)
+            nursery.start_soon(startup.watch)
+            await run_node(options, configs, credential_providers, startup)
+    return 0
+
+
+async def _stop_on_signal(signals: AsyncIterator[int], startup: StartUp, node: trio.CancelScope) -> None:
+    async for signum in signals:
+        name = signal.Signals(signum).name
+        step = startup.current.value
+        if startup.started:
+            logger.info("stopping, pods are left running", extra=kv(signal=name))
+        elif step is not None:
+            logger.info(
+                "stopping during start-up, pods are left running",
+                extra=kv(signal=name, waiting_for=step.what, **step.context()),
+            )
+        else:
+            logger.info("stopping during start-up, pods are left running", extra=kv(signal=name))
+        node.cancel()
+        return
+
+
+async def run_node(
+    options: KubeletOptions,
+    configs: ComponentConfigs,
+    credential_providers: tuple[PluginProvider, ...],
+    startup: StartUp,
+) -> None:
+    """Start the node step by step (``startup`` names each), then run it until cancelled."""
     check_swap(configs.fail_swap_on)
+    check_cgroup_version(configs.fail_cgroupv1)
     # Go: the kubelet's own oom_score_adj, so the kernel kills pods before the kubelet (when permitted;
     # logged and carried on otherwise)
     await trio.to_thread.run_sync(apply_oom_score_adj, 0, options.oom_score_adj)
-    config = await node_config(configs)
+    with startup.step("the node's address", node=configs.kubelet.node_name):
+        config = await node_config(configs)
     # /metrics is served by the Kubelet API and the read-only server; without them nothing is recorded
     metrics = KubeletMetrics(enabled=bool(config.port or config.read_only_port))
     pod_config, sources = build_sources(configs.sources, metrics.boundary_errors)
     allocatable = configs.allocatable
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with (
-            open_runtime(configs.runtime, metrics.boundary_errors) as runtime,
-            open_api(configs.api_client, configs.certificates, metrics) as client,
-            serving_certificate(configs.certificates, config, client, metrics) as config,
-        ):
-            deps = KubeletDeps(
-                runtime=runtime,
-                pod_config=pod_config,
-                sources=tuple(sources),
-                metrics=metrics,
-                instrument_runtime=metrics.enabled,
-                allocatable=read_node_allocatable(  # the downward API's defaults for unset limits
-                    allocatable.root_dir,
-                    reserved=(allocatable.kube_reserved, allocatable.system_reserved),
-                    eviction_hard=allocatable.eviction_hard,
-                ),
-                api_client=client,  # API server mode when --kubeconfig is given
-                api_options=configs.api_mode,
-                configz=configz_body(options),  # /configz on the Kubelet API port
-                credential_providers=credential_providers,
+    async with contextlib.AsyncExitStack() as stack:
+        runtime = await stack.enter_async_context(
+            open_runtime(configs.runtime, metrics.boundary_errors, startup)
+        )
+        with startup.step("the API server", kubeconfig=configs.api_client.kubeconfig):
+            client = await stack.enter_async_context(
+                open_api(configs.api_client, configs.certificates, metrics)
             )
-            async with open_kubelet(config, deps):
-                async for signum in signals:
-                    logger.info(
-                        "stopping, pods are left running", extra=kv(signal=signal.Signals(signum).name)
-                    )
-                    break
-    return 0
+            config = await stack.enter_async_context(
+                serving_certificate(configs.certificates, config, client, metrics)
+            )
+        deps = KubeletDeps(
+            runtime=runtime,
+            pod_config=pod_config,
+            sources=tuple(sources),
+            metrics=metrics,
+            instrument_runtime=metrics.enabled,
+            allocatable=read_node_allocatable(  # the downward API's defaults for unset limits
+                allocatable.root_dir,
+                reserved=(allocatable.kube_reserved, allocatable.system_reserved),
+                eviction_hard=allocatable.eviction_hard,
+            ),
+            api_client=client,  # API server mode when --kubeconfig is given
+            api_options=configs.api_mode,
+            configz=configz_body(options),  # /configz on the Kubelet API port
+            credential_providers=credential_providers,
+        )
+        with startup.step("the node's components to start", NODE_START_TIMEOUT, node=config.node_name):
+            await stack.enter_async_context(open_kubelet(config, deps))
+        startup.started = True
+        await trio.sleep_forever()
 
 
 # -- run-once -------------------------------------------------------------------------------------------
@@ -487,7 +659,7 @@ def main(argv: list[str]) -> int:
     except Exception as err:  # the node failed: say why in one line per cause
         for leaf in _leaves(err):
             if isinstance(leaf, RuntimeError | OSError | CgroupError):
-                print(f"kubelet-trio: {leaf}", file=sys.stderr)
+                print(f"kubelet-trio: {error_text(leaf)}", file=sys.stderr)
             else:
                 logger.error("kubelet failed", exc_info=leaf)
         return 1

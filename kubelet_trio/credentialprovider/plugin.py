@@ -15,21 +15,26 @@ stdin and reads a ``CredentialProviderResponse`` from its stdout:
   ``now + duration``; the cache is consulted image key first, then registry, then global.
 
 A run is bounded by :data:`PLUGIN_EXEC_TIMEOUT` (Go's catch-all minute) and killed at once when it
-expires or the caller is cancelled. Concurrent lookups of one repository share one run. A plugin that
-cannot start, exits non-zero, hangs, prints something that is not a response, or answers another
-apiVersion gives one error log line naming the plugin and the image (and the plugin's stderr, as Go's
-does; never its stdout, which may hold credentials), and the lookup goes on as if it had answered
-nothing.
+expires or the caller is cancelled. Its output is bounded too, where Go reads all of it: a plugin that
+prints more than :data:`STDOUT_LIMIT` on stdout (1 MiB, a thousand times a response naming a few
+registries) is killed there, and only the last :data:`STDERR_LIMIT` bytes of its stderr are kept (what
+the error message shows), so a runaway plugin costs the node no more than that in memory. Concurrent
+lookups of one repository share one run. A plugin that cannot start, exits non-zero, hangs, prints too
+much, prints something that is not a response, or answers another apiVersion gives one error log line
+naming the plugin and the image (and the plugin's stderr, as Go's does; never its stdout, which may hold
+credentials), and the lookup goes on as if it had answered nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
 import signal
 import stat
+import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -53,6 +58,8 @@ from kubelet_trio.logs import kv, vlevel
 __all__ = [
     "CACHE_KEY_TYPES",
     "PLUGIN_EXEC_TIMEOUT",
+    "STDERR_LIMIT",
+    "STDOUT_LIMIT",
     "CredentialProviderResponse",
     "ExecPlugin",
     "ExternalCredentialProviderKeyring",
@@ -70,7 +77,9 @@ PLUGIN_EXEC_TIMEOUT = 60.0
 GLOBAL_CACHE_KEY = "global"
 IMAGE_CACHE_KEY_TYPE, REGISTRY_CACHE_KEY_TYPE, GLOBAL_CACHE_KEY_TYPE = "Image", "Registry", "Global"
 CACHE_KEY_TYPES = (IMAGE_CACHE_KEY_TYPE, REGISTRY_CACHE_KEY_TYPE, GLOBAL_CACHE_KEY_TYPE)
-STDERR_LIMIT = 4096  # bytes of the plugin's stderr kept for the error message
+STDERR_LIMIT = 4096  # bytes of the plugin's stderr kept (its tail) for the error message
+STDOUT_LIMIT = 1 << 20  # bytes of stdout a response may take; more and the plugin is killed
+KILL_GRACE = 5.0  # how long a killed plugin gets to be reaped
 
 _RESPONSE_KIND = "CredentialProviderResponse"
 # what an apiVersion looks like (``group/v1beta1``): only such a value of the response is ever repeated
@@ -164,8 +173,29 @@ def _exit_text(returncode: int) -> str:
     return f"signal: {name[:1].lower()}{name[1:]}"
 
 
-async def _kill(process: trio.Process) -> None:
-    process.kill()  # Go's exec.CommandContext: SIGKILL, no grace
+async def _send(stream: trio.abc.SendStream, data: bytes) -> None:
+    async with stream:
+        # a plugin that does not read its request: its exit status or output says the rest
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await stream.send_all(data)
+
+
+async def _read_stdout(stream: trio.abc.ReceiveStream, into: bytearray, process: trio.Process) -> None:
+    """Read up to :data:`STDOUT_LIMIT`; past it, kill the plugin (Go's SIGKILL, no grace) and stop."""
+    async with stream:
+        while chunk := await stream.receive_some():
+            into += chunk
+            if len(into) > STDOUT_LIMIT:
+                process.kill()
+                return
+
+
+async def _read_stderr_tail(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
+    """Read to the end, keeping the last :data:`STDERR_LIMIT` bytes."""
+    async with stream:
+        while chunk := await stream.receive_some():
+            into += chunk
+            del into[:-STDERR_LIMIT]
 
 
 class Plugin(Protocol):
@@ -192,7 +222,7 @@ class ExecPlugin:
     def path(self) -> str:
         return os.path.join(self.bin_dir, self.name)
 
-    def _failed(self, image: str, reason: str, stderr: bytes = b"") -> PluginError:
+    def _failed(self, image: str, reason: str, stderr: bytes | bytearray = b"") -> PluginError:
         tail = stderr[-STDERR_LIMIT:].decode("utf-8", errors="replace").strip()
         return PluginError(
             f"error execing credential provider plugin {self.name} for image {image}: {reason}: {tail}"
@@ -203,25 +233,45 @@ class ExecPlugin:
             vlevel(5), "getting image credentials from exec plugin", extra=kv(plugin=self.name, image=image)
         )
         env = {**self.environ(), **self.env}  # the configured variables win
-        result = None
+        stdout, stderr = bytearray(), bytearray()
+        returncode = None
         with trio.move_on_after(self.timeout) as scope:
-            try:
-                result = await trio.run_process(
-                    [self.path, *self.args],
-                    stdin=encode_request(self.api_version, image),
-                    capture_stdout=True,
-                    capture_stderr=True,
-                    check=False,
-                    env=env,
-                    deliver_cancel=_kill,
-                )
-            except OSError as err:
-                raise self._failed(image, err.strerror or type(err).__name__) from None
-        if result is None or scope.cancelled_caught:
-            raise self._failed(image, "context deadline exceeded")
-        if result.returncode != 0:
-            raise self._failed(image, _exit_text(result.returncode), result.stderr)
-        return decode_response(result.stdout, self.api_version)
+            returncode = await self._run(encode_request(self.api_version, image), env, image, stdout, stderr)
+        if returncode is None or scope.cancelled_caught:
+            raise self._failed(image, "context deadline exceeded", stderr)
+        if len(stdout) > STDOUT_LIMIT:
+            raise self._failed(image, f"killed: its stdout exceeded {STDOUT_LIMIT} bytes", stderr)
+        if returncode != 0:
+            raise self._failed(image, _exit_text(returncode), stderr)
+        return decode_response(bytes(stdout), self.api_version)
+
+    async def _run(
+        self, request: bytes, env: Mapping[str, str], image: str, stdout: bytearray, stderr: bytearray
+    ) -> int:
+        """Run the plugin once, its output read into ``stdout`` and ``stderr`` (bounded); its exit
+        status. A cancelled run kills it at once."""
+        try:
+            process = await trio.lowlevel.open_process(
+                [self.path, *self.args],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+            )
+        except OSError as err:
+            raise self._failed(image, err.strerror or type(err).__name__) from None
+        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_send, process.stdin, request)
+                nursery.start_soon(_read_stdout, process.stdout, stdout, process)
+                nursery.start_soon(_read_stderr_tail, process.stderr, stderr)
+                return await process.wait()
+        finally:
+            if process.returncode is None:
+                process.kill()  # Go's exec.CommandContext: SIGKILL, no grace
+            with trio.move_on_after(KILL_GRACE, shield=True):
+                await process.wait()
 
 
 @attrs.define(eq=False)

@@ -16,6 +16,12 @@ containerd's CRI has no import call, so the import is containerd's own client, `
 archive is decompressed on the way into ctr's standard input: gzip with Python's :mod:`gzip`, zstd with
 the ``zstd`` program (Debian's ``zstd`` package). A corrupt archive is an error naming the file, logged,
 that does not stop the others.
+
+Each archive has :data:`ARCHIVE_TIMEOUT` (ten minutes) to import: ``ctr`` has no deadline of its own, and a
+containerd that accepts its connection and never answers (or a decompressor that stalls) would otherwise
+keep the node from starting, silently. An archive that takes longer is abandoned (its processes killed),
+reported like a corrupt one, and tried again once it changes; the node starts without it. Each import is
+logged as it begins, so a long one names the file it waits on.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from kubelet_trio.logs import kv
 
 __all__ = [
     "ARCHIVE_SUFFIXES",
+    "ARCHIVE_TIMEOUT",
     "CRI_NAMESPACE",
     "SCAN_PERIOD",
     "ImageImportError",
@@ -72,6 +79,9 @@ CHUNK = 1 << 20
 ERROR_CHARS = 1000
 #: How long a cancelled import's processes get to die.
 KILL_GRACE = 5.0
+#: How long one archive may take to import: a several-GB image on a slow disk (tens of MB/s) takes a few
+#: minutes; one that has not finished in ten is stuck, not slow.
+ARCHIVE_TIMEOUT = 600.0
 _UNPACKED = re.compile(r"^unpacking (\S+) \(", re.MULTILINE)
 
 
@@ -155,6 +165,7 @@ class ImageImporter:
     socket: Path
     namespace: str = CRI_NAMESPACE
     scan_period: float = SCAN_PERIOD
+    archive_timeout: float = ARCHIVE_TIMEOUT
     use_inotify: bool = True
     ctr: str = "ctr"
     zstd: str = "zstd"
@@ -174,6 +185,11 @@ class ImageImporter:
         inotify = Inotify.open() if self.use_inotify else None
         try:
             await self.scan(inotify)
+            failed = sorted(str(p) for p, outcome in self.outcomes.items() if isinstance(outcome, Exception))
+            if failed:
+                logger.warning(
+                    "starting without the image archives that failed to import", extra=kv(files=failed)
+                )
             task_status.started()
             kick_send, kick_recv = trio.open_memory_channel[None](1)  # one pending scan covers all kicks
             async with trio.open_nursery() as nursery:
@@ -197,8 +213,9 @@ class ImageImporter:
             if self._tried.get(path) == stamp:
                 continue
             self._tried[path] = stamp
+            logger.info("importing image archive", extra=kv(file=str(path), size=stamp.size))
             try:
-                images = await self.import_archive(path)
+                images = await self._import_within_deadline(path)
             except ImageImportError as err:
                 logger.error("image archive import failed", extra=kv(file=str(path), error=err.reason))
                 self.outcomes[path] = err
@@ -208,6 +225,13 @@ class ImageImporter:
         for gone in set(self._tried) - set(archives):  # a file put back later is imported again
             del self._tried[gone]
         self.scans.value += 1
+
+    async def _import_within_deadline(self, path: Path) -> list[str]:
+        with trio.move_on_after(self.archive_timeout):
+            return await self.import_archive(path)
+        raise ImageImportError(
+            path, f"not imported within {self.archive_timeout:g}s: abandoned, its processes killed"
+        )
 
     async def import_archive(self, path: Path) -> list[str]:
         """Import one archive; returns the names of the images it held. Raises :class:`ImageImportError`."""

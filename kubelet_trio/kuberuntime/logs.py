@@ -6,8 +6,9 @@ Layout (``--pod-logs-dir``, default ``/var/log/pods``)::
     <pod_logs_dir>/<namespace>_<name>_<uid>/            the sandbox's log_directory
     <pod_logs_dir>/<namespace>_<name>_<uid>/<container>/<restartCount>.log
 
-These are plain blocking functions: callers run them through their ``run_sync`` (see
-:mod:`kubelet_trio.fsio`).
+The directories are 0755 (:data:`LOG_DIR_MODE`) whatever the umask; the runtime writes the files in them
+(containerd 0640, as the simulated runtime does). These are plain blocking functions: callers run them
+through their ``run_sync`` (see :mod:`kubelet_trio.fsio`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ import os
 import re
 import shutil
 
+from kubelet_trio import fsio
+
 __all__ = [
+    "LOG_DIR_MODE",
     "container_log_path",
     "container_logs_directory",
     "make_dirs",
@@ -27,6 +31,9 @@ __all__ = [
     "restart_count_from_log_dir",
 ]
 
+#: The pod's and each container's log directory (Go: ``MkdirAll(logDir, 0755)``): log agents that do not
+#: run as root read them; no one but the owner writes there.
+LOG_DIR_MODE = 0o755
 _RESTART_COUNT_LOG_FILE = re.compile(r"^(\d+)\.log(\..*)?")
 
 
@@ -84,4 +91,8 @@ def remove_pod_logs(path: str) -> None:
 
 
 def make_dirs(path: str) -> None:
-    os.makedirs(path, exist_ok=True)
+    """Create a log directory and its missing parents, each exactly :data:`LOG_DIR_MODE`: a service
+    manager's umask 0 would otherwise leave them 0777, writable by every pod's user on the host, and a
+    umask of 077 would hide them from the log agents. Existing directories are left as they are."""
+    for directory in fsio.make_dirs(path, LOG_DIR_MODE):
+        os.chmod(directory, LOG_DIR_MODE)

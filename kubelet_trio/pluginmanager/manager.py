@@ -5,6 +5,12 @@ under the directory are compared with the registered plugins: plugins whose sock
 are deregistered first, then sockets without a current registration are registered. Operations run
 concurrently, at most one per socket; a socket whose registration failed waits an exponential backoff
 (Go's ``goroutinemap``: 0.5 s doubling to 2 min 2 s) before it is tried again.
+
+Anyone who can write to the registry directory can fill it with sockets nobody answers on. Go logs each
+failed attempt; here a socket's failure is logged when it starts failing (its retries at debug level),
+those first lines within a :class:`~kubelet_trio.boundary.LogBudget`, and the ones it held back are
+summarised with the count of failing sockets once it allows a line again: a directory of dead sockets
+costs a few lines per :data:`FAILURE_LOG_PERIOD`, whatever their number.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import attrs
 import trio
 
 from kubelet_trio.aiobridge import AsyncioThreadSource, open_lazy_asyncio_thread
-from kubelet_trio.boundary import BoundaryErrors
+from kubelet_trio.boundary import MAX_MESSAGE, BoundaryErrors, LogBudget, truncate
 from kubelet_trio.config.inotify import IN_ALL_CHANGES, Inotify, kick_on_events
 from kubelet_trio.flowcontrol import Backoff
 from kubelet_trio.fsio import RunSync, run_in_thread
@@ -27,7 +33,15 @@ from kubelet_trio.pluginmanager import operations
 from kubelet_trio.pluginmanager.cache import ActualState, PluginHandler, RegisteredPlugin, SocketIdentity
 from kubelet_trio.pluginmanager.pluginwatcher import scan_sockets
 
-__all__ = ["BACKOFF_INITIAL", "BACKOFF_MAX", "PLUGINS_REGISTRY", "RECONCILE_PERIOD", "PluginManager"]
+__all__ = [
+    "BACKOFF_INITIAL",
+    "BACKOFF_MAX",
+    "FAILURE_LOG_BURST",
+    "FAILURE_LOG_PERIOD",
+    "PLUGINS_REGISTRY",
+    "RECONCILE_PERIOD",
+    "PluginManager",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +49,8 @@ PLUGINS_REGISTRY = "plugins_registry"  # under the root dir: where plugins put t
 RECONCILE_PERIOD = 1.0
 BACKOFF_INITIAL = 0.5
 BACKOFF_MAX = 122.0
+FAILURE_LOG_PERIOD = 10.0  # seconds: at most FAILURE_LOG_BURST lines about failing sockets per period
+FAILURE_LOG_BURST = 5
 
 
 @attrs.define(eq=False)
@@ -51,6 +67,10 @@ class PluginManager:
     _pending: set[str] = attrs.field(factory=set, init=False)
     _backoff: Backoff = attrs.field(factory=lambda: Backoff(BACKOFF_INITIAL, BACKOFF_MAX), init=False)
     _watched: set[str] = attrs.field(factory=set, init=False)
+    _failing: set[str] = attrs.field(factory=set, init=False)  # sockets whose last registration failed
+    _failure_log: LogBudget = attrs.field(
+        factory=lambda: LogBudget(FAILURE_LOG_PERIOD, FAILURE_LOG_BURST), init=False
+    )
 
     def add_handler(self, plugin_type: str, handler: PluginHandler) -> None:
         """Handle plugins of ``plugin_type`` (``CSIPlugin``, ``DevicePlugin``); before :meth:`run`."""
@@ -73,6 +93,7 @@ class PluginManager:
                 while True:
                     await self._scan(inotify)
                     self._reconcile(bridge, nursery)
+                    self._summarise_failures()
                     with trio.move_on_after(RECONCILE_PERIOD):
                         await receive.receive()
         finally:
@@ -130,11 +151,37 @@ class PluginManager:
         try:
             await operations.register(bridge.get(), socket_path, identity, self._handlers, self._actual)
         except operations.RegistrationError as err:
-            logger.error("operationExecutor.RegisterPlugin failed", extra=kv(path=socket_path, err=str(err)))
             self._backoff.next(socket_path, trio.current_time())
+            self._failed(socket_path, truncate(str(err), MAX_MESSAGE))
             return
         self._backoff.reset(socket_path)
+        self._failing.discard(socket_path)
         logger.info("operationExecutor.RegisterPlugin succeeded", extra=kv(path=socket_path))
+
+    def _failed(self, socket_path: str, err: str) -> None:
+        """Log a socket's failure when it starts failing, within the budget."""
+        if socket_path in self._failing:
+            logger.debug("operationExecutor.RegisterPlugin failed again", extra=kv(path=socket_path, err=err))
+            return
+        self._failing.add(socket_path)
+        suppressed = self._failure_log.take(trio.current_time())
+        if suppressed is None:
+            return
+        more = {"suppressed": suppressed} if suppressed else {}
+        logger.error(
+            "operationExecutor.RegisterPlugin failed",
+            extra=kv(path=socket_path, err=err, failing=len(self._failing), **more),
+        )
+
+    def _summarise_failures(self) -> None:
+        """Forget the failing sockets that are gone; say how many fail once the budget allows, when it
+        held lines back."""
+        self._failing.intersection_update(self._desired)
+        suppressed = self._failure_log.flush(trio.current_time())
+        if suppressed is not None:
+            logger.error(
+                "Plugin registrations failing", extra=kv(failing=len(self._failing), suppressed=suppressed)
+            )
 
     async def _unregister(self, plugin: RegisteredPlugin) -> None:
         try:
@@ -142,7 +189,7 @@ class PluginManager:
         except Exception as err:  # a handler's failure to let go is its own; the plugin is gone either way
             logger.error(
                 "operationExecutor.UnregisterPlugin failed",
-                extra=kv(path=plugin.socket_path, plugin=plugin.name, err=str(err)),
+                extra=kv(path=plugin.socket_path, plugin=plugin.name, err=truncate(str(err), MAX_MESSAGE)),
             )
             return
         logger.info("DeRegisterPlugin called", extra=kv(path=plugin.socket_path, plugin=plugin.name))

@@ -1,8 +1,9 @@
 """Registering and deregistering one plugin (Go: ``operationexecutor/operation_generator.go``).
 
-The error texts are Go's, so a plugin's registrar logs the same words under either kubelet. The RPCs go
-through grpclib on an asyncio thread (:mod:`kubelet_trio.aiobridge`); each registration opens its own
-connection to the plugin's socket and closes it when done, as Go's does.
+The error texts are Go's, so a plugin's registrar logs the same words under either kubelet; what the plugin
+chose (its type, its errors' text) is truncated in them. The RPCs go through grpclib on an asyncio thread
+(:mod:`kubelet_trio.aiobridge`); each registration opens its own connection to the plugin's socket and
+closes it when done, as Go's does.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 import trio
 
 from kubelet_trio.aiobridge import AsyncioThread
+from kubelet_trio.boundary import truncate
 from kubelet_trio.cri.gen import pluginregistration as api
 from kubelet_trio.pluginmanager.cache import (
     ActualState,
@@ -88,7 +90,7 @@ async def register(
             await notify(
                 False,
                 "RegisterPlugin error -- no handler registered for plugin type:"
-                f" {info.type} at socket {socket_path}",
+                f" {truncate(info.type)} at socket {socket_path}",
             )
             return  # notify raised
         endpoint = info.endpoint or socket_path
@@ -96,7 +98,7 @@ async def register(
         try:
             handler.validate_plugin(info.name, endpoint, versions)
         except PluginValidationError as err:
-            await notify(False, f"RegisterPlugin error -- plugin validation failed with err: {err}")
+            await notify(False, f"RegisterPlugin error -- plugin validation failed with err: {_text(err)}")
             return
         # recorded before the handler runs, so that the socket going away meanwhile deregisters it
         actual.add(RegisteredPlugin(socket_path, identity, info.type, info.name, endpoint, versions))
@@ -125,4 +127,5 @@ async def unregister(
 
 
 def _text(err: BaseException) -> str:
-    return str(err) or type(err).__name__
+    """An error's text for Go's messages, truncated: it may carry the plugin's words (a status message)."""
+    return truncate(str(err) or type(err).__name__)

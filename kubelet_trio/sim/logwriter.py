@@ -17,8 +17,15 @@ import os
 import attrs
 
 from kubelet_trio.api.timefmt import rfc3339_nano
+from kubelet_trio.fsio import make_dirs
 
-__all__ = ["SimLogWriter", "cri_records"]
+__all__ = ["LOG_FILE_MODE", "SimLogWriter", "cri_records"]
+
+#: A container's log file, as containerd creates it (``os.OpenFile(path, ..., 0640)``): the kubelet
+#: (root) and the log agents in its group read it, no one else.
+LOG_FILE_MODE = 0o640
+#: Its directory when the kubelet has not made it already (it does, 0755, before creating a container).
+LOG_DIR_MODE = 0o755
 
 
 def cri_records(text: str, stream: str, wall_ns: int) -> bytes:
@@ -42,8 +49,14 @@ class SimLogWriter:
     def open(self, data: bytes = b"") -> None:
         """Create (or open) the file at ``path``, write there from now on, starting with ``data``
         (containerd creates a container's loggers at start and again for ReopenContainerLog)."""
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        with open(self.path, "ab") as f:
+        for directory in make_dirs(os.path.dirname(self.path), LOG_DIR_MODE):
+            os.chmod(directory, LOG_DIR_MODE)
+        try:  # a new file is containerd's 0640 whatever the umask; an existing one keeps its mode
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, LOG_FILE_MODE)
+            os.fchmod(fd, LOG_FILE_MODE)
+        except FileExistsError:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        with open(fd, "ab") as f:
             st = os.fstat(f.fileno())
             f.write(data)
         self._identity = (st.st_dev, st.st_ino)

@@ -13,6 +13,7 @@ chokes on is closed; both are logged once and counted at the ``grpc`` boundary, 
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
@@ -37,6 +38,9 @@ logger = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE = 5.0  # seconds in-flight requests get to finish when the server stops
 OUTPUT_FLUSH_PERIOD = 1.0  # seconds between writes of what looping containers print
+#: bytes of one request, as containerd's CRI server (``defaults.DefaultMaxRecvMsgSize``, 16 MiB), which
+#: sim-cri stands in for: the Go kubelet's CRI client sends up to that much
+MAX_RECEIVE_MESSAGE_SIZE = 16 * 1024 * 1024
 
 _STATUSES: tuple[tuple[type[errors.CriError], Status], ...] = (
     (errors.NotFoundError, Status.NOT_FOUND),
@@ -225,7 +229,12 @@ async def serve_sim_cri(
             await nursery.start(PodNetwork(sim, boundary_errors).run)
         await trio.Path(socket_path).parent.mkdir(parents=True, exist_ok=True)
         server = await bridge.run_sync(
-            ContainedServer, [RuntimeService(sim, bridge), ImageService(sim, bridge)], boundary_errors
+            functools.partial(
+                ContainedServer,
+                [RuntimeService(sim, bridge), ImageService(sim, bridge)],
+                boundary_errors,
+                max_receive_message_size=MAX_RECEIVE_MESSAGE_SIZE,
+            )
         )
         await bridge.call(server.start, path=socket_path)
         try:

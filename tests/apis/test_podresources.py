@@ -21,6 +21,7 @@ from grpclib.client import Channel
 from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread
 from kubelet_trio.api import Pod
 from kubelet_trio.apis.podresources import Limiter, PodResourcesServer, serve_pod_resources
+from kubelet_trio.boundary import BoundaryErrors
 from kubelet_trio.cm.devicemanager import DeviceManager
 from kubelet_trio.cm.devicemanager.sim import SimDevicePlugin
 from kubelet_trio.cri.gen import v1 as pr
@@ -187,6 +188,40 @@ async def test_calls_over_the_rate_are_refused(tmp_path: Path, client_factory: C
             assert (exc.value.status, exc.value.message) == (
                 Status.RESOURCE_EXHAUSTED,
                 "rejected by rate limit",
+            )
+            nursery.cancel_scope.cancel()
+
+
+async def test_clients_are_bounded(tmp_path: Path, client_factory: Callable[[str], Any]) -> None:
+    """A request over 4 MiB is refused from its length prefix and counted; a huge name a client sent is
+    echoed truncated (whole, it would cost minutes of the shared thread in hpack's Huffman coder)."""
+    with trio.fail_after(DEADLINE):
+        errors = BoundaryErrors()
+        manager = DeviceManager(str(tmp_path))
+        server = PodResourcesServer(lambda: [], manager, get_enabled=True)
+        path = str(tmp_path / "pod-resources" / "kubelet.sock")
+        async with open_asyncio_thread() as bridge, trio.open_nursery() as nursery:
+            await nursery.start(
+                functools.partial(serve_pod_resources, bridge, path, server, boundary_errors=errors)
+            )
+            client = await client_factory(path)
+            oversize = pr.GetPodResourcesRequest(pod_name="p", pod_namespace="n" * (5 * 1024 * 1024))
+            with pytest.raises(GRPCError) as exc:
+                await client.call(client.stub.get, oversize)
+            assert exc.value.status == Status.RESOURCE_EXHAUSTED
+            assert exc.value.message == (
+                f"grpc: received message larger than max ({len(bytes(oversize))} vs. {4 * 1024 * 1024})"
+            )
+            assert errors.counts == {"pod-resources": 1}
+
+            name = "p" * (512 * 1024)
+            with trio.fail_after(2), pytest.raises(GRPCError) as exc:
+                await client.call(
+                    client.stub.get, pr.GetPodResourcesRequest(pod_name=name, pod_namespace="n")
+                )
+            assert (exc.value.status, exc.value.message) == (
+                Status.UNKNOWN,
+                f"pod {name[:256]}... ({len(name)} bytes) in namespace n not found",
             )
             nursery.cancel_scope.cancel()
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
@@ -20,7 +21,9 @@ from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread
 from kubelet_trio.cri.gen import pluginregistration as api
 from kubelet_trio.cri.gen.pluginregistration.services import RegistrationBase
 from kubelet_trio.fsio import run_inline
+from kubelet_trio.logs import record_fields
 from kubelet_trio.pluginmanager import CSI_PLUGIN, PluginManager, PluginValidationError, operations
+from kubelet_trio.pluginmanager.manager import FAILURE_LOG_BURST
 from kubelet_trio.pluginmanager.pluginwatcher import scan_sockets
 
 
@@ -280,3 +283,46 @@ async def test_failed_registrations_back_off_as_go(
         listener.close()
     # backoffs 0.5, 1, 2, 4, 8, 16, 32, 64, 122, 122: each attempt at the first 1 s tick at or after it ends
     assert [round(t - start) for t in attempts] == [0, 1, 2, 4, 8, 16, 32, 64, 128, 250, 372]
+
+
+@pytest.fixture
+def idle_jump_clock() -> trio.testing.MockClock:
+    """Virtual time that jumps to the next timer only once everything has been idle a tenth of a second
+    (real), so that each registration attempt over the real socket finishes before the next tick."""
+    return trio.testing.MockClock(autojump_threshold=0.1)
+
+
+async def test_dead_sockets_are_logged_once_with_counts(
+    tmp_path: Path, idle_jump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A registry full of sockets nobody answers on: Go logs every attempt (each socket retried with
+    backoff, seven times in a minute); here a socket is logged when it starts failing, within a budget,
+    and the rest are counted in a summary."""
+    registry = tmp_path / "plugins_registry"
+    registry.mkdir()
+    count = 100
+    dead = []
+    try:
+        for i in range(count):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(str(registry / f"dead-{i:03}.sock"))  # bound, never listening: connections refused
+            dead.append(s)
+        with caplog.at_level(logging.INFO, logger="kubelet_trio.pluginmanager"):
+            async with trio.open_nursery() as nursery:
+                manager = PluginManager(str(registry), run_sync=run_inline)
+                manager.add_handler(CSI_PLUGIN, RecordingHandler())
+                await nursery.start(manager.run)
+                await trio.sleep(60)
+                nursery.cancel_scope.cancel()
+    finally:
+        for s in dead:
+            s.close()
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    firsts = [r for r in errors if r.getMessage() == "operationExecutor.RegisterPlugin failed"]
+    summaries = [r for r in errors if r.getMessage() == "Plugin registrations failing"]
+    assert len(firsts) == FAILURE_LOG_BURST
+    assert [record_fields(r)["failing"] for r in firsts] == list(range(1, FAILURE_LOG_BURST + 1))
+    assert [(record_fields(r)["failing"], record_fields(r)["suppressed"]) for r in summaries] == [
+        (count, count - FAILURE_LOG_BURST)
+    ]
+    assert len(errors) == FAILURE_LOG_BURST + 1

@@ -8,6 +8,9 @@ its own ``ContainerDevices`` (Go converts device by device; without topology it 
 ``GetAllocatableResources`` lists the healthy devices; ``Get`` answers one pod, and is off unless enabled
 (Go: the ``KubeletPodResourcesGet`` gate). Every call first takes a token from the rate limiter. There is
 no CPU or memory manager: ``cpu_ids`` and ``memory`` are always empty.
+
+Its clients are peers at the :data:`BOUNDARY`: the server bounds each (message size, handshake time, echoed
+text: :mod:`kubelet_trio.cri.grpcserver`), and a name a client sent is truncated where it is echoed.
 """
 
 from __future__ import annotations
@@ -26,13 +29,14 @@ from kubelet_trio.api import Pod
 from kubelet_trio.api.container import Container
 from kubelet_trio.apis.podresources.ratelimit import ERROR_LIMIT_EXCEEDED, Limiter
 from kubelet_trio.apis.podresources.types import DevicesProvider, PodsProvider
-from kubelet_trio.boundary import BoundaryErrors, contain
+from kubelet_trio.boundary import BoundaryErrors, contain, truncate
 from kubelet_trio.cri.gen import v1 as pr
 from kubelet_trio.cri.gen.v1 import services
 from kubelet_trio.cri.grpcserver import serve_contained
 from kubelet_trio.fsio import RunSync, run_in_thread
 
 __all__ = [
+    "BOUNDARY",
     "SOCKET_DIR",
     "SOCKET_NAME",
     "PodResourcesError",
@@ -44,6 +48,7 @@ __all__ = [
 
 SOCKET_DIR = "pod-resources"
 SOCKET_NAME = "kubelet.sock"  # Go: podresources.Socket + ".sock"
+BOUNDARY = "pod-resources"  # the label of its failures and refused peers
 
 T = TypeVar("T")
 
@@ -112,7 +117,7 @@ class PodResourcesServer:
         for pod in self.pods():
             if pod.namespace == namespace and pod.name == name:
                 return pr.GetPodResourcesResponse(pod_resources=self._resources(pod))
-        raise PodResourcesError(f"pod {name} in namespace {namespace} not found")
+        raise PodResourcesError(f"pod {truncate(name)} in namespace {truncate(namespace)} not found")
 
 
 class _Lister(services.PodResourcesListerBase):
@@ -136,7 +141,7 @@ class _Lister(services.PodResourcesListerBase):
         except PodResourcesError as err:
             raise GRPCError(Status.UNKNOWN, str(err)) from None
         except Exception as err:
-            with contain("grpc", self._errors, method=method):
+            with contain(BOUNDARY, self._errors, method=method):
                 raise
             raise GRPCError(Status.INTERNAL, f"{type(err).__name__}: {err}") from None
 
@@ -175,5 +180,6 @@ async def serve_pod_resources(
         path,
         what="pod resources API",
         boundary_errors=boundary_errors,
+        boundary=BOUNDARY,
         task_status=task_status,
     )

@@ -2,7 +2,8 @@
 
 A plugin serves the ``v1beta1.DevicePlugin`` service on its own socket. grpclib is asyncio-only, so the
 channel lives on the device manager's asyncio thread (:mod:`kubelet_trio.aiobridge`) and every call
-hops there; failures become :class:`~kubelet_trio.cm.devicemanager.errors.PluginCallError`. The
+hops there; failures become :class:`~kubelet_trio.cm.devicemanager.errors.PluginCallError` (the plugin's
+own status message truncated: it is echoed into logs and into the errors pods show). The
 ``ListAndWatch`` stream is consumed on the asyncio side and each answer handed back to Trio in order, so a
 slow consumer slows the stream instead of queueing device lists.
 """
@@ -21,6 +22,7 @@ from grpclib.client import Channel
 from grpclib.exceptions import StreamTerminatedError
 
 from kubelet_trio.aiobridge import AsyncioThread
+from kubelet_trio.boundary import truncate
 from kubelet_trio.cm.devicemanager.errors import PluginCallError
 from kubelet_trio.cri.gen import v1beta1 as dp
 from kubelet_trio.cri.gen.v1beta1 import services
@@ -28,6 +30,10 @@ from kubelet_trio.cri.gen.v1beta1 import services
 __all__ = ["Endpoint"]
 
 T = TypeVar("T")
+
+
+def _rpc_error(err: GRPCError) -> PluginCallError:
+    return PluginCallError(f"rpc error: code = {err.status.name} desc = {truncate(err.message or '')}")
 
 
 def _grpc_timeout() -> float | None:
@@ -70,7 +76,7 @@ class Endpoint:
         try:
             result: T = await self.bridge.call(method, request, timeout=_grpc_timeout())
         except GRPCError as err:
-            raise PluginCallError(f"rpc error: code = {err.status.name} desc = {err.message}") from err
+            raise _rpc_error(err) from err
         except (OSError, StreamTerminatedError, TimeoutError) as err:
             raise PluginCallError(f"{op} to {self.socket} failed: {err!r}") from err
         return result
@@ -126,6 +132,6 @@ class Endpoint:
         try:
             await self.bridge.call(consume)
         except GRPCError as err:
-            raise PluginCallError(f"rpc error: code = {err.status.name} desc = {err.message}") from err
+            raise _rpc_error(err) from err
         except (OSError, StreamTerminatedError) as err:
             raise PluginCallError(f"ListAndWatch of {self.socket} failed: {err!r}") from err

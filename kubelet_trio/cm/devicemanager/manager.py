@@ -20,7 +20,12 @@
   restart running pods keep their devices and nothing is handed out twice; a corrupt one is reported and
   discarded. It is Go's file, checksum included, so a Go kubelet's is read and ours is read by it.
 
-Each plugin's stream is a peer: whatever it does is contained at the ``grpc`` boundary, never the node's.
+Each plugin is a peer: whatever its stream does is contained at the ``grpc`` boundary, never the node's,
+and nothing it sends costs the node more than a bounded amount. A registration is checked before anything
+is done with it (its endpoint must name a socket in the plugin directory: the kubelet dials nothing a
+plugin points it to elsewhere); what a plugin chose is truncated wherever it is echoed; a plugin whose
+devices flap costs one log line per resource per :data:`DEVICE_REPORT_PERIOD` and one checkpoint write per
+:data:`CHECKPOINT_PERIOD`, the last state always written.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import logging
 import os
 import re
 import stat
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 import attrs
@@ -40,18 +46,20 @@ from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread
 from kubelet_trio.api import Pod
 from kubelet_trio.api.container import Container
 from kubelet_trio.apis.podresources import PodResourcesServer, PodsProvider, serve_pod_resources, socket_path
-from kubelet_trio.boundary import BoundaryErrors, contain
+from kubelet_trio.boundary import BoundaryErrors, LogBudget, contain, refused, summarise_refusals, truncate
 from kubelet_trio.cm.devicemanager import checkpoint
 from kubelet_trio.cm.devicemanager.endpoint import Endpoint
 from kubelet_trio.cm.devicemanager.errors import AllocationError, PluginCallError, RegistrationError
 from kubelet_trio.cm.devicemanager.pod_devices import DeviceEntry, DeviceRunOptions, PodDevices, run_options
-from kubelet_trio.cm.devicemanager.server import serve_registration
+from kubelet_trio.cm.devicemanager.server import BOUNDARY, serve_registration
 from kubelet_trio.cri.gen import v1beta1 as dp
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.lifecycle.predicate import AdmitResult
-from kubelet_trio.logs import kobj, kv
+from kubelet_trio.logs import go_quote, kobj, kv
 
 __all__ = [
+    "CHECKPOINT_PERIOD",
+    "DEVICE_REPORT_PERIOD",
     "ENDPOINT_STOP_GRACE_PERIOD",
     "HEALTHY",
     "KUBELET_SOCKET",
@@ -71,6 +79,11 @@ UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
 ENDPOINT_STOP_GRACE_PERIOD = 300.0  # seconds a gone plugin's capacity is still reported (Go: 5 min)
 DIAL_TIMEOUT = 10.0  # seconds to reach a registering plugin and read its options (Go: 10 s)
 PLUGIN_CALL_TIMEOUT = 30.0  # seconds for Allocate, GetPreferredAllocation, PreStartContainer
+#: seconds between two writes of the checkpoint for device changes (an allocation is written at once)
+CHECKPOINT_PERIOD = 1.0
+#: seconds between two log lines about one resource's devices: a flapping plugin is summarised
+DEVICE_REPORT_PERIOD = 10.0
+_MAX_ENDPOINT = 255  # bytes of a file name (NAME_MAX); a socket path is shorter still
 
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -87,6 +100,22 @@ def is_extended_resource_name(name: str) -> bool:
         and len(prefix) <= 253
         and bool(_DNS1123_SUBDOMAIN.match(prefix))
     )
+
+
+def _endpoint_error(endpoint: str, plugin_dir: str) -> str | None:
+    """Why ``endpoint`` is not a plain file name in ``plugin_dir``, if it is not."""
+    if (
+        not endpoint
+        or endpoint in (".", "..")
+        or "/" in endpoint
+        or "\x00" in endpoint
+        or len(endpoint.encode("utf-8", "surrogatepass")) > _MAX_ENDPOINT
+    ):
+        return (
+            f"the Endpoint {go_quote(truncate(endpoint))} is invalid: "
+            f"it must be the file name of a socket in {plugin_dir}"
+        )
+    return None
 
 
 def _limits(container: Container) -> dict[str, int]:
@@ -128,6 +157,10 @@ class DeviceManager:
     _resources: dict[str, _Resource] = attrs.Factory(dict)
     _pods: PodDevices = attrs.field(init=False, factory=PodDevices)  # who holds which devices
     _dirty: trio.Event = attrs.Factory(trio.Event)  # the checkpoint is stale
+    _reports: Counter[str] = attrs.Factory(Counter)  # resource -> device changes not logged yet
+    _report_wanted: trio.Event = attrs.Factory(trio.Event)
+    _refusals: LogBudget = attrs.Factory(LogBudget)  # log lines for refused registrations
+    _refusals_held: bool = False  # a summary of the refusals the budget held back is due
     _write_lock: trio.Lock = attrs.Factory(trio.Lock)
     _nursery: trio.Nursery | None = None
     _bridge: AsyncioThread | None = None
@@ -157,6 +190,7 @@ class DeviceManager:
             async with open_asyncio_thread() as bridge, trio.open_nursery() as nursery:
                 self._bridge, self._nursery = bridge, nursery
                 nursery.start_soon(self._write_checkpoints)
+                nursery.start_soon(self._report_devices)
                 await nursery.start(
                     functools.partial(
                         serve_registration,
@@ -222,10 +256,35 @@ class DeviceManager:
         return checkpoint.encode(self._pods, registered)
 
     async def _write_checkpoints(self) -> None:
+        """Write the checkpoint when it is stale, at most once per :data:`CHECKPOINT_PERIOD`: changes
+        meanwhile are written together, from the state at the time of writing, so the last one is."""
         while True:
             await self._dirty.wait()
             self._dirty = trio.Event()
             await self._write_checkpoint()
+            await trio.sleep(CHECKPOINT_PERIOD)
+
+    async def _report_devices(self) -> None:
+        """Log each resource whose devices changed, at most once per :data:`DEVICE_REPORT_PERIOD`: the
+        first change at once, the ones after it in one line at the end of the period, with their count."""
+        while True:
+            await self._report_wanted.wait()
+            self._report_wanted = trio.Event()
+            reports, self._reports = self._reports, Counter()
+            for resource, changes in sorted(reports.items()):
+                state = self._resources.get(resource)
+                if state is None:
+                    continue
+                logger.info(
+                    "Device plugin reported devices",
+                    extra=kv(
+                        resource=resource,
+                        devices=len(state.devices),
+                        healthy=len(state.healthy()),
+                        changes=changes,
+                    ),
+                )
+            await trio.sleep(DEVICE_REPORT_PERIOD)
 
     def _mark_dirty(self) -> None:
         self._dirty.set()
@@ -245,17 +304,28 @@ class DeviceManager:
 
     async def register(self, request: dp.RegisterRequest) -> None:
         """The ``Register`` RPC: check it, reach the plugin, follow its devices; raise
-        :class:`RegistrationError` to refuse it."""
+        :class:`RegistrationError` to refuse it.
+
+        The request is checked before anything is logged or dialled, and its text is truncated where it
+        is echoed; a refused one is counted at the registration boundary."""
+        try:
+            self._check(request)
+        except RegistrationError as err:
+            logged = refused(
+                BOUNDARY,
+                self.boundary_errors,
+                "invalid registration request",
+                budget=self._refusals,
+                now=trio.current_time(),
+                resource=request.resource_name,
+                err=str(err),
+            )
+            if not logged and not self._refusals_held and self._nursery is not None:
+                self._refusals_held = True
+                self._nursery.start_soon(self._summarise_refusals)
+            raise
         resource = request.resource_name
         logger.info("Got registration request from device plugin with resource", extra=kv(resource=resource))
-        if request.version not in SUPPORTED_VERSIONS:
-            supported = "[" + " ".join(f'"{v}"' for v in SUPPORTED_VERSIONS) + "]"
-            raise RegistrationError(
-                f'requested API version "{request.version}" is not supported by kubelet. '
-                f"Supported version is {supported}"
-            )
-        if not is_extended_resource_name(resource):
-            raise RegistrationError(f'the ResourceName "{resource}" is invalid')
         if self._bridge is None or self._nursery is None:
             raise RegistrationError("device manager is not running")
         socket = os.path.join(self.plugin_dir, request.endpoint)
@@ -265,6 +335,27 @@ class DeviceManager:
         except (PluginCallError, trio.TooSlowError) as err:
             raise RegistrationError(f"failed to dial device plugin: {err}") from err
         await self._nursery.start(self._follow, resource, endpoint)
+
+    async def _summarise_refusals(self) -> None:
+        await trio.sleep(self._refusals.period)
+        self._refusals_held = False
+        summarise_refusals(BOUNDARY, self._refusals, trio.current_time())
+
+    def _check(self, request: dp.RegisterRequest) -> None:
+        """Go's checks of a registration (version, resource name), and its endpoint's."""
+        if request.version not in SUPPORTED_VERSIONS:
+            supported = "[" + " ".join(f'"{v}"' for v in SUPPORTED_VERSIONS) + "]"
+            raise RegistrationError(
+                f"requested API version {go_quote(truncate(request.version))} is not supported by kubelet. "
+                f"Supported version is {supported}"
+            )
+        if not is_extended_resource_name(request.resource_name):
+            raise RegistrationError(
+                f"the ResourceName {go_quote(truncate(request.resource_name))} is invalid"
+            )
+        error = _endpoint_error(request.endpoint, self.plugin_dir)
+        if error is not None:
+            raise RegistrationError(error)
 
     async def _follow(
         self,
@@ -278,6 +369,8 @@ class DeviceManager:
         if state.scope is not None:
             state.scope.cancel()  # the plugin registered again: its newer endpoint takes over
         state.endpoint, state.stopped_at = endpoint, None
+        self._changed()  # the resource is (again) a plugin's, with capacity even before it lists devices
+        self._mark_dirty()
         with trio.CancelScope() as scope:
             state.scope = scope
             task_status.started()
@@ -303,14 +396,11 @@ class DeviceManager:
     def _update_devices(self, resource: str, devices: Sequence[dp.Device]) -> None:
         state = self._resources.setdefault(resource, _Resource())
         new = {d.id: d.health for d in devices}
-        if new != state.devices:
-            logger.info(
-                "Device plugin reported devices",
-                extra=kv(
-                    resource=resource, devices=len(new), healthy=sum(h == HEALTHY for h in new.values())
-                ),
-            )
+        if new == state.devices:
+            return
         state.devices = new
+        self._reports[resource] += 1
+        self._report_wanted.set()
         self._changed()
         self._mark_dirty()
 
@@ -468,7 +558,11 @@ class DeviceManager:
         logger.info(
             "Allocated devices",
             extra=kv(
-                pod=kobj(pod), uid=pod.uid, container=container, resource=resource, devices=entry.device_ids
+                pod=kobj(pod),
+                uid=pod.uid,
+                container=container,
+                resource=resource,
+                devices=truncate(",".join(entry.device_ids)),  # the plugin's IDs, any length
             ),
         )
 

@@ -3,8 +3,10 @@
 
 Each request hops back into Trio to the manager's ``register``; a refusal becomes the gRPC error the
 plugin sees (``UNKNOWN`` with Go's message). A request that fails any other way is that plugin's alone:
-contained at the ``grpc`` boundary and answered ``INTERNAL``. Stopping closes the plugins' connections
-too, which grpclib's ``Server.close`` leaves open.
+contained at the :data:`BOUNDARY` and answered ``INTERNAL``. The server bounds every peer (message size,
+handshake time, echoed text: :mod:`kubelet_trio.cri.grpcserver`), so that no plugin can stall the thread
+the other plugins' streams and the pod resources API share. Stopping closes the plugins' connections too,
+which grpclib's ``Server.close`` leaves open.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ import trio
 from grpclib import GRPCError, Status
 
 from kubelet_trio.aiobridge import AsyncioThread
-from kubelet_trio.boundary import BoundaryErrors, contain
+from kubelet_trio.boundary import BoundaryErrors, contain, truncate
 from kubelet_trio.cm.devicemanager.errors import RegistrationError
 from kubelet_trio.cri.gen import v1beta1 as dp
 from kubelet_trio.cri.gen.v1beta1 import services
 from kubelet_trio.cri.grpcserver import serve_contained
 
-__all__ = ["serve_registration"]
+__all__ = ["BOUNDARY", "serve_registration"]
+
+BOUNDARY = "device-plugin-registration"  # the label of its failures and refused peers
 
 Register = Callable[[dp.RegisterRequest], Awaitable[None]]
 
@@ -38,7 +42,7 @@ class _Registration(services.RegistrationBase):
         except RegistrationError as err:
             raise GRPCError(Status.UNKNOWN, str(err)) from None
         except Exception as err:
-            with contain("grpc", self._errors, method="Register", resource=message.resource_name):
+            with contain(BOUNDARY, self._errors, method="Register", resource=truncate(message.resource_name)):
                 raise
             raise GRPCError(Status.INTERNAL, f"{type(err).__name__}: {err}") from None
         return dp.Empty()
@@ -59,5 +63,6 @@ async def serve_registration(
         socket_path,
         what="device plugin registration",
         boundary_errors=boundary_errors,
+        boundary=BOUNDARY,
         task_status=task_status,
     )
