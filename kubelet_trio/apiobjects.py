@@ -41,7 +41,7 @@ import trio
 
 from kubelet_trio import defaults
 from kubelet_trio.api import Pod
-from kubelet_trio.client import ApiClient, ApiClientError, NotFound
+from kubelet_trio.client import ApiClient, ApiClientError, NotFound, StatusError
 from kubelet_trio.client.reflector import ObjectReflector
 from kubelet_trio.logs import kref, kv
 from kubelet_trio.objects import ConfigMap, ObjectUnavailable, Secret
@@ -351,7 +351,15 @@ class WatchingObjectStore:
                 extra=kv(resource=ref.resource, namespace=ref.namespace, name=ref.name),
             )
 
+        def failed(err: Exception) -> None:
+            # The Node authorizer lets a node read only what its pods reference: once the last such pod is
+            # gone (Go's manager unregisters it then), the watch is refused; stop it rather than retry.
+            # Before the first list a refusal may just be the authorizer's graph catching up: keep trying.
+            if isinstance(err, StatusError) and err.code == 403 and reflector.synced.is_set():
+                self._stop(ref, "no longer authorized")
+
         reflector.on_change = changed
+        reflector.on_failure = failed
 
         async def follow() -> None:
             with scope:
@@ -367,11 +375,17 @@ class WatchingObjectStore:
     def _drop_idle(self) -> None:
         now = trio.current_time()
         for ref in [r for r, w in self._watches.items() if now - w.used_at > self.idle_after]:
-            self._watches.pop(ref).scope.cancel()
-            logger.info(
-                "stopped watching object",
-                extra=kv(resource=ref.resource, namespace=ref.namespace, name=ref.name),
-            )
+            self._stop(ref, "unused")
+
+    def _stop(self, ref: ObjectRef, why: str) -> None:
+        watch = self._watches.pop(ref, None)
+        if watch is None:
+            return
+        watch.scope.cancel()
+        logger.info(
+            "stopped watching object",
+            extra=kv(resource=ref.resource, namespace=ref.namespace, name=ref.name, reason=why),
+        )
 
     def lookup(self, ref: ObjectRef) -> ConfigMap | Secret | None:
         watch = self._watches.get(ref)

@@ -46,6 +46,7 @@ __all__ = [
     "EVICTION_HARD",
     "EVICTION_MAX_POD_GRACE_PERIOD",
     "EVICTION_PRESSURE_TRANSITION_PERIOD",
+    "FAIL_CGROUP_V1",
     "FAIL_SWAP_ON",
     "FILE_CHECK_FREQUENCY",
     "HEALTHZ_BIND_ADDRESS",
@@ -100,6 +101,9 @@ HTTP_CHECK_FREQUENCY = 20.0  # httpCheckFrequency 20s
 # -- node -----------------------------------------------------------------------------------------------
 ROOT_DIR = "/var/lib/kubelet"  # --root-dir
 FAIL_SWAP_ON = True  # failSwapOn
+#: failCgroupV1: Go 1.35+ defaults to true and will not start on a cgroup v1 host; kubelet-trio keeps
+#: running there unless asked (edge devices and this project's own machines are cgroup v1)
+FAIL_CGROUP_V1 = False
 CERT_DIR = "/var/lib/kubelet/pki"  # --cert-dir (Go: <default root dir>/pki, not below --root-dir)
 POD_LOGS_DIR = "/var/log/pods"  # podLogsDir
 MAX_PODS = 110  # maxPods

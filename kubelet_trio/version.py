@@ -1,5 +1,5 @@
 """This kubelet's version (Go: ``component-base/version``): the Kubernetes release whose kubelet it
-follows, with the package version as build metadata, ``v1.33.0+kubelet-trio.0.1.0``.
+follows, with the package version as build metadata, ``v1.36.0+kubelet-trio.0.1.0``.
 
 The package version itself is declared once, as ``kubelet_trio.__version__`` (``pyproject.toml`` reads it
 from there); the Node object's ``kubeletVersion``, ``--version`` and the API client's user agent use it.
@@ -11,11 +11,13 @@ import platform
 
 from kubelet_trio import __version__
 
-__all__ = ["KUBELET_VERSION", "KUBERNETES_VERSION", "raw_info"]
+__all__ = ["KUBELET_VERSION", "KUBERNETES_MINOR", "KUBERNETES_VERSION", "raw_info"]
 
 #: The Kubernetes release whose kubelet this one follows (its API and its flags).
-KUBERNETES_VERSION = "v1.33.0"
+KUBERNETES_VERSION = "v1.36.0"
 KUBELET_VERSION = f"{KUBERNETES_VERSION}+kubelet-trio.{__version__}"
+#: ``1.36``: what Go puts in user agents such as ``kube-probe/1.36``.
+KUBERNETES_MINOR = ".".join(KUBERNETES_VERSION.removeprefix("v").split(".")[:2])
 
 _GO_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "ppc64le": "ppc64le", "s390x": "s390x"}
 

@@ -58,6 +58,7 @@ HOST_PATH_TYPES = (
 )
 MOUNT_PROPAGATIONS = ("None", "HostToContainer", "Bidirectional")
 SECCOMP_TYPES = ("Localhost", "RuntimeDefault", "Unconfined")
+PROC_MOUNT_TYPES = ("Default", "Unmasked")  # 1.36: Unmasked only in a user namespace (hostUsers: false)
 FS_GROUP_CHANGE_POLICIES = ("OnRootMismatch", "Always")
 OS_NAMES = ("linux", "windows")
 URI_SCHEMES = ("HTTP", "HTTPS")
@@ -207,6 +208,7 @@ def _validate_spec(errs: _Errors, spec: PodSpec, path: FieldPath) -> None:
     if not spec.containers:
         errs.required((*path, "containers"))
     seen: dict[str, FieldPath] = {}
+    host_users = spec.extra.get("hostUsers") is not False  # a user namespace only when set to false
     for kind, containers in (("initContainers", spec.init_containers), ("containers", spec.containers)):
         for i, container in enumerate(containers or ()):
             cpath = (*path, kind, i)
@@ -214,7 +216,9 @@ def _validate_spec(errs: _Errors, spec: PodSpec, path: FieldPath) -> None:
                 errs.duplicate((*cpath, "name"), container.name)
             elif container.name:
                 seen[container.name] = cpath
-            _validate_container(errs, container, cpath, volumes, init=kind == "initContainers")
+            _validate_container(
+                errs, container, cpath, volumes, init=kind == "initContainers", host_users=host_users
+            )
     _validate_host_ports(errs, spec, path)
     errs.one_of((*path, "restartPolicy"), spec.restart_policy, RESTART_POLICIES)
     errs.one_of((*path, "dnsPolicy"), spec.dns_policy, DNS_POLICIES)
@@ -356,7 +360,13 @@ def _validate_host_ports(errs: _Errors, spec: PodSpec, path: FieldPath) -> None:
 
 
 def _validate_container(
-    errs: _Errors, c: Container, path: FieldPath, volumes: Mapping[str, Volume], *, init: bool
+    errs: _Errors,
+    c: Container,
+    path: FieldPath,
+    volumes: Mapping[str, Volume],
+    *,
+    init: bool,
+    host_users: bool = True,
 ) -> None:
     errs.name((*path, "name"), c.name, is_dns1123_label)
     if not c.image:
@@ -431,7 +441,7 @@ def _validate_container(
     if c.lifecycle is not None:
         _validate_lifecycle(errs, c.lifecycle, (*path, "lifecycle"))
     if c.security_context is not None:
-        _validate_container_security(errs, c.security_context, (*path, "securityContext"))
+        _validate_container_security(errs, c.security_context, (*path, "securityContext"), host_users)
     for i, mount in enumerate(c.volume_mounts or ()):
         privileged = c.security_context is not None and c.security_context.privileged
         if mount.mount_propagation == "Bidirectional" and not privileged:
@@ -441,8 +451,15 @@ def _validate_container(
             )
 
 
-def _validate_container_security(errs: _Errors, sc: SecurityContext, path: FieldPath) -> None:
+def _validate_container_security(
+    errs: _Errors, sc: SecurityContext, path: FieldPath, host_users: bool = True
+) -> None:
     errs.in_range((*path, "runAsUser"), sc.run_as_user, 0, MAX_INT32)
+    if sc.proc_mount is not None:
+        if sc.proc_mount not in PROC_MOUNT_TYPES:
+            errs.unsupported((*path, "procMount"), sc.proc_mount, PROC_MOUNT_TYPES)
+        elif sc.proc_mount == "Unmasked" and host_users:
+            errs.invalid((*path, "procMount"), sc.proc_mount, "`hostUsers` must be false to use `Unmasked`")
     errs.in_range((*path, "runAsGroup"), sc.run_as_group, 0, MAX_INT32)
     _validate_seccomp(errs, sc.seccomp_profile, (*path, "seccompProfile"))
     if sc.allow_privilege_escalation is False:

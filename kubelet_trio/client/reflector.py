@@ -186,6 +186,8 @@ class ObjectReflector:
     lists: int = 0
     #: Where contained list/watch failures are counted (None: only logged).
     boundary_errors: BoundaryErrors | None = None
+    #: Hears of each list/watch failure (after :attr:`last_error` is set).
+    on_failure: Callable[[Exception], None] | None = None
 
     @property
     def what(self) -> str:
@@ -212,6 +214,8 @@ class ObjectReflector:
 
     def _failed(self, err: Exception) -> None:
         self.last_error = str(err)
+        if self.on_failure is not None:
+            self.on_failure(err)
 
     async def _list(self) -> None:
         answer = await self.client.get(self.collection, {"fieldSelector": self._selector})

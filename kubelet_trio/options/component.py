@@ -114,6 +114,7 @@ class ComponentConfigs:
     allocatable: AllocatableSettings
     credential_providers: CredentialProviderSettings
     fail_swap_on: bool  # refuse to run a node on a machine with swap on
+    fail_cgroupv1: bool  # refuse to run a node on a cgroup v1 host
     #: ``--node-ip`` as given: ``kubelet.node_ips`` holds it when concrete; "" or ``0.0.0.0``/``::``
     #: (a family preference) leave the daemon to resolve the node's address
     node_ip: str
@@ -279,5 +280,6 @@ def component_configs(options: KubeletOptions) -> ComponentConfigs:
             bin_dir=options.image_credential_provider_bin_dir,
         ),
         fail_swap_on=options.fail_swap_on,
+        fail_cgroupv1=options.fail_cgroupv1,
         node_ip=options.node_ip,
     )

@@ -108,7 +108,7 @@ def help_text() -> str:
 
 
 def version_text(raw: bool) -> str:
-    """``--version`` (``Kubernetes v1.33.0+kubelet-trio.X``) or ``--version=raw`` (Go's version record)."""
+    """``--version`` (``Kubernetes v1.36.0+kubelet-trio.X``) or ``--version=raw`` (Go's version record)."""
     from kubelet_trio import version
 
     return (version.raw_info() if raw else f"Kubernetes {version.KUBELET_VERSION}") + "\n"

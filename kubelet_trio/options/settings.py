@@ -414,6 +414,15 @@ class KubeletOptions:
         group=G_NODE,
         metavar="BOOL",
     )
+    fail_cgroupv1: bool = setting(
+        flag="--fail-cgroupv1",
+        key="failCgroupV1",
+        parse=parsers.boolean,
+        default=defaults.FAIL_CGROUP_V1,
+        help="refuse to start the node daemon on a host using cgroup v1 (Go 1.35+ defaults to true)",
+        group=G_NODE,
+        metavar="BOOL",
+    )
     cluster_dns: tuple[str, ...] = setting(
         flag="--cluster-dns",
         key="clusterDNS",

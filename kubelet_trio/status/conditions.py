@@ -32,6 +32,7 @@ __all__ = [
     "containers_ready_condition",
     "find_condition",
     "initialized_condition",
+    "need_to_reconcile_pod_readiness",
     "pod_ready_condition",
     "pod_ready_to_start_containers_condition",
     "pod_sandbox_changed",
@@ -137,6 +138,21 @@ def pod_ready_condition(
             type=READY, status=FALSE, reason=READINESS_GATES_NOT_READY, message=", ".join(messages)
         )
     return PodCondition(type=READY, status=TRUE)
+
+
+def need_to_reconcile_pod_readiness(pod: Pod) -> bool:
+    """Go ``NeedToReconcilePodReadiness``: the pod has readiness gates and its ``Ready`` condition, as
+    written, disagrees with the one its own conditions and container statuses give (or is missing)."""
+    spec = pod.spec
+    if spec is None or not spec.readiness_gates:
+        return False
+    status = pod.status
+    if status is None:
+        return True
+    conditions = status.conditions or ()
+    expected = pod_ready_condition(spec, conditions, status.container_statuses, status.phase or "")
+    current = find_condition(conditions, READY)
+    return current is None or current.status != expected.status
 
 
 def _has_any_regular_container_started(spec: PodSpec | None, statuses: Sequence[ContainerStatus]) -> bool:

@@ -527,6 +527,14 @@ def generate_api_pod_status(
     conditions.append(pod_ready_condition(spec, conditions, all_statuses, phase))
     conditions.append(containers_ready_condition(spec, all_statuses, phase))
     conditions.append(pod_scheduled_condition())
+    # Go's PodObservedGenerationTracking (GA in 1.35): the status and the kubelet's own conditions name
+    # the pod generation they were computed from.
+    generation = pod.metadata.generation if pod.metadata else None
+    if generation is not None:
+        conditions = [
+            attrs.evolve(c, observed_generation=generation) if c.type in KUBELET_OWNED_CONDITIONS else c
+            for c in conditions
+        ]
 
     # IPs: the pod's from the runtime (one per family, node family first); host-network pods get the
     # node's; hostIP(s) from the node. Once no sandbox is ready the runtime reports none: the last known
@@ -551,4 +559,5 @@ def generate_api_pod_status(
         container_statuses=statuses,
         ephemeral_container_statuses=ephemeral_statuses or None,
         qos_class=pod_qos(pod),
+        observed_generation=generation,
     )

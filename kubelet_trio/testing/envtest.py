@@ -1,7 +1,7 @@
 """A real etcd + kube-apiserver on loopback ports, for the envtest and conformance tiers.
 
-The binaries are found where controller-runtime's envtest looks (``$KUBEBUILDER_ASSETS``, else
-``/usr/local/kubebuilder/bin``); :data:`BUILD_HINT` says how to build them on a machine without them.
+The binaries are ``$KUBEBUILDER_ASSETS`` (as controller-runtime's envtest looks), else the Kubernetes 1.36
+build's ``$K136/bin`` (:data:`DEFAULT_ASSETS`); :data:`BUILD_HINT` says how to build them.
 
 The API server gets a serving certificate from a throwaway CA (so kubeconfigs verify TLS), a static token
 with ``system:masters``, AlwaysAllow authorization and no ServiceAccount admission (no controller manager
@@ -31,11 +31,15 @@ from kubelet_trio.testing.registry import free_port
 
 __all__ = ["BUILD_HINT", "DEFAULT_ASSETS", "EnvtestCluster", "assets", "skip_reason", "start_envtest"]
 
-DEFAULT_ASSETS = Path("/usr/local/kubebuilder/bin")
+#: Where ``../shared/tools/k8s/build-k136.sh`` puts the Kubernetes 1.36 binaries (``$K136/bin``): the API
+#: server release the tiers run against (the kubelet follows 1.36 and must not be newer than its API server).
+DEFAULT_ASSETS = Path(os.environ.get("K136") or "/tmp/k136") / "bin"
 BINARIES = ("etcd", "kube-apiserver")
 BUILD_HINT = (
-    "build them with `bash ../shared/tools/build-envtest.sh <git dir of github.com/kubegc/liteKube>` "
-    f"(installs kube-apiserver and an etcd link into {DEFAULT_ASSETS}), or point KUBEBUILDER_ASSETS at them"
+    "build them with `bash ../shared/tools/k8s/build-k136.sh <git dir of github.com/openshift/microshift>` "
+    f"(Kubernetes 1.36 into {DEFAULT_ASSETS}; the node parts beside them with "
+    f"`DEST={DEFAULT_ASSETS} bash ../shared/tools/build-node-parts.sh <git dirs>`), "
+    "or point KUBEBUILDER_ASSETS at them"
 )
 TOKEN = "envtest-admin-token"
 START_TIMEOUT = 60.0
@@ -172,7 +176,7 @@ def start_envtest(
         str(directory / "etcd"),
         f"--data-dir={work / 'etcd'}",
         f"--listen-client-urls={etcd_url}",
-        f"--advertise-client-urls={etcd_url}",
+        *((f"--advertise-client-urls={etcd_url}",) if _etcd_needs_advertise(directory / "etcd") else ()),
         f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
         "--unsafe-no-fsync=true",
     ]
@@ -207,6 +211,16 @@ def start_envtest(
         cluster.stop()
         raise
     return cluster
+
+
+def _etcd_needs_advertise(etcd: Path) -> bool:
+    """A released etcd wants ``--advertise-client-urls`` with explicit listen URLs; the embedded etcd 3.6
+    of the 1.36 build advertises what it listens on and refuses the flag."""
+    try:
+        usage = subprocess.run([str(etcd), "--help"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    return b"advertise-client-urls" in usage.stdout + usage.stderr
 
 
 def _program(proc: subprocess.Popen[bytes]) -> str:

@@ -515,3 +515,28 @@ def test_go_json_replaces_lone_surrogates_in_keys_too() -> None:
     assert gojson.loads(rb'{"\udfff": ["\ud800", 1]}') == {"\ufffd": ["\ufffd", 1]}
     with pytest.raises(ValueError, match="NaN is not valid JSON"):
         gojson.loads("[NaN]")
+
+
+@pytest.mark.parametrize(
+    ("proc_mount", "host_users", "error"),
+    [
+        ("Default", None, None),
+        ("Unmasked", False, None),
+        ("Unmasked", None, 'Invalid value: "Unmasked": `hostUsers` must be false to use `Unmasked`'),
+        ("Unmasked", True, 'Invalid value: "Unmasked": `hostUsers` must be false to use `Unmasked`'),
+        ("Bogus", False, 'Unsupported value: "Bogus": supported values: "Default", "Unmasked"'),
+    ],
+)
+def test_proc_mount_as_kube_apiserver_136(
+    proc_mount: str, host_users: bool | None, error: str | None
+) -> None:
+    """kube-apiserver 1.36 refuses an unknown ``procMount`` and ``Unmasked`` outside a user namespace."""
+    spec: dict[str, object] = {
+        "containers": [{"name": "a", "image": "b", "securityContext": {"procMount": proc_mount}}]
+    }
+    if host_users is not None:
+        spec["hostUsers"] = host_users
+    manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}, "spec": spec}
+    errors = [(e.path, e.message) for e in parse_manifest(json.dumps(manifest), file="x").errors]
+    path = ("spec", "containers", 0, "securityContext", "procMount")
+    assert errors == ([] if error is None else [(path, error)])

@@ -256,3 +256,25 @@ async def test_names_that_are_not_a_path_segment_are_never_requested(
         paths = [r.path for r in api.app.requests]
         assert paths and all("/x" not in p and "/a/b" not in p and "%" not in p for p in paths), paths
         assert any(p.endswith("/configmaps/good") for p in paths), paths
+
+
+async def test_a_watch_the_node_authorizer_refuses_is_stopped(autojump_clock: trio.testing.MockClock) -> None:
+    """The Node authorizer lets a node read only what its pods reference: once the last such pod is gone,
+    re-watching is refused (403) and the watch stops instead of retrying for as long as it is kept; a 403
+    before the first list (the authorizer's graph catching up with a new pod) is retried."""
+    async with open_fake_api() as api, api.client() as client, trio.open_nursery() as nursery:
+        store = WatchingObjectStore(client, idle_after=1e6)
+        await nursery.start(store.run)
+        cfg = ObjectRef(CONFIG_MAPS, "default", "cfg")
+        api.store.create("configmaps", "default", {"metadata": {"name": "cfg"}, "data": {"k": "1"}})
+        api.app.inject("GET", r"/configmaps$", 403, times=2, reason="Forbidden")
+        with trio.fail_after(30):
+            await store.ensure([cfg])  # refused twice, then listed
+        assert store.watched() == [cfg] and store.get_config_map("default", "cfg") is not None
+
+        api.app.inject("GET", r"/configmaps$", 403, times=1000, reason="Forbidden")
+        before = len(api.app.requests_for("GET", r"/configmaps$"))
+        await trio.sleep(3600)  # the open watch times out (at most 10 min), the next one is refused
+        assert store.watched() == []
+        assert len(api.app.requests_for("GET", r"/configmaps$")) - before == 1
+        nursery.cancel_scope.cancel()

@@ -207,3 +207,28 @@ async def test_events_are_recorded_and_aggregated(autojump_clock: trio.testing.M
         assert len([e for e in api.events("default") if e["reason"] == "BackOff"]) == 1
         node_events = {e["reason"] for e in api.events("default") if e["involvedObject"]["kind"] == "Node"}
         assert {"Starting", "NodeHasSufficientMemory"} <= node_events
+
+
+async def test_status_names_the_generation_it_observed(autojump_clock: trio.testing.MockClock) -> None:
+    """Go 1.35+ (PodObservedGenerationTracking): ``status.observedGeneration`` and each kubelet-owned
+    condition's ``observedGeneration`` follow ``metadata.generation``, which each spec change bumps."""
+    clock = WallClock()
+    async with open_fake_api(now=clock.now) as api, open_api_node(api, clock=clock):
+        api.create_pod(pod_manifest("web", {"app": "run"}))
+        with trio.fail_after(30):
+            await api.wait_for(lambda: running(api, "web") and phase(api, "web") == "Running")
+        pod = api.pod("web")
+        assert pod["metadata"]["generation"] == 1 and pod["status"]["observedGeneration"] == 1
+        owned = {"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"}
+        assert {c["type"]: c.get("observedGeneration") for c in pod["status"]["conditions"]} == dict.fromkeys(
+            owned, 1
+        )
+        api.store.patch("pods", "default", "web", {"spec": {"activeDeadlineSeconds": 3600}})
+        assert api.pod("web")["metadata"]["generation"] == 2
+        with trio.fail_after(10):
+            await api.wait_for(lambda: api.pod("web")["status"].get("observedGeneration") == 2)
+        conditions = api.pod("web")["status"]["conditions"]
+        assert {c["type"]: c.get("observedGeneration") for c in conditions} == dict.fromkeys(owned, 2)
+        # a label change is no spec change: the generation stays
+        api.store.patch("pods", "default", "web", {"metadata": {"labels": {"v": "2"}}})
+        assert api.pod("web")["metadata"]["generation"] == 2

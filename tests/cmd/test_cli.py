@@ -191,7 +191,7 @@ def test_version_verbosity_and_bare_booleans(tmp_path: Path) -> None:
     version = run_cli("--version")
     assert (version.returncode, version.stdout, version.stderr) == (
         0,
-        f"Kubernetes v1.33.0+kubelet-trio.{__version__}\n",
+        f"Kubernetes v1.36.0+kubelet-trio.{__version__}\n",
         "",
     )
     manifest(tmp_path / "pods", "web")

@@ -128,12 +128,12 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as caught:
         load_options(["--version"])
     assert caught.value.code == 0
-    assert capsys.readouterr().out == f"Kubernetes v1.33.0+kubelet-trio.{__version__}\n"
+    assert capsys.readouterr().out == f"Kubernetes v1.36.0+kubelet-trio.{__version__}\n"
     with pytest.raises(SystemExit):
         load_options(["--pod-manifest-path=/m", "--version=raw"])
     raw = capsys.readouterr().out
     assert raw.startswith(
-        f'version.Info{{Major:"1", Minor:"33", GitVersion:"v1.33.0+kubelet-trio.{__version__}", GitCommit:""'
+        f'version.Info{{Major:"1", Minor:"36", GitVersion:"v1.36.0+kubelet-trio.{__version__}", GitCommit:""'
     )
     assert re.search(r'GoVersion:"", Compiler:"CPython \d+\.\d+\.\d+\w*", Platform:"linux/\w+"\}\n$', raw), (
         raw
@@ -184,3 +184,20 @@ def test_fail_swap_on_refuses_a_machine_with_swap(tmp_path: Path) -> None:
         check_swap(fail_swap_on, str(swaps))
     check_swap(load_options(["--fail-swap-on=false"])[0].fail_swap_on, str(swaps))
     check_swap(fail_swap_on, str(tmp_path / "missing"))
+
+
+def test_fail_cgroupv1_refuses_a_cgroup_v1_host_when_asked(tmp_path: Path) -> None:
+    """``failCgroupV1`` (``--fail-cgroupv1``): Go's validation message on a v1 host; off by default here."""
+    from kubelet_trio.cmd.kubelet import check_cgroup_version
+
+    v1, v2 = tmp_path / "v1", tmp_path / "v2"
+    (v1 / "memory").mkdir(parents=True)
+    v2.mkdir()
+    (v2 / "cgroup.controllers").write_text("cpu memory pids\n")
+    default = load_options([])[0].fail_cgroupv1
+    assert default is False
+    check_cgroup_version(default, str(v1))
+    asked = load_options(["--fail-cgroupv1=true"])[0].fail_cgroupv1
+    check_cgroup_version(asked, str(v2))
+    with pytest.raises(RuntimeError, match=r"^kubelet is configured to not run on a host using cgroup v1\. "):
+        check_cgroup_version(asked, str(v1))

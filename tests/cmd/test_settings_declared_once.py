@@ -109,7 +109,13 @@ GO_DEFAULTS: dict[str, Any] = {
 }
 
 #: Keys whose default deliberately differs from Go's v1beta1 default: key -> (Go's default, why).
-DEVIATIONS: dict[str, tuple[Any, str]] = {}
+DEVIATIONS: dict[str, tuple[Any, str]] = {
+    "failCgroupV1": (
+        True,
+        "Go 1.35+ refuses cgroup v1 hosts unless told otherwise; edge devices (and this project's machines) "
+        "run cgroup v1, so kubelet-trio runs there unless asked not to",
+    ),
+}
 
 #: Configuration keys of this kubelet's own (no KubeletConfiguration field in Go): key -> what it is.
 OWN_KEYS: dict[str, str] = {

@@ -52,9 +52,8 @@ def _same(a: Any, b: Any) -> bool:
 
 
 C = ("spec", "containers", 0)
-ENV0 = (*C, "env", 0, "name")
 
-#: Where our verdict cannot agree with kube-apiserver 1.24's, and why. Keep it minimal: every entry must
+#: Where our verdict cannot agree with kube-apiserver 1.36's, and why. Keep it minimal: every entry must
 #: explain at least one difference in the run.
 EXCLUSIONS: tuple[Exclusion, ...] = (
     Exclusion(
@@ -77,41 +76,6 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         Exclusion(
             path,
             value,
-            "rejects",
-            "environment variable names and envFrom prefixes: any printable ASCII but '=' since Kubernetes "
-            "1.30 (RelaxedEnvironmentVariableValidation, on by default from 1.32); 1.24 wants a C identifier "
-            "with '-' and '.'",
-        )
-        for path, value in (
-            (ENV0, "1ABC"),
-            (ENV0, "A B"),
-            ((*C, "envFrom", 0), {"prefix": "1X", "configMapRef": {"name": "a"}}),
-            ((*C, "envFrom", 1, "prefix"), "1"),
-        )
-    ),
-    *(
-        Exclusion(
-            (*C, "livenessProbe", "terminationGracePeriodSeconds"),
-            value,
-            "accepts",
-            "a probe-level terminationGracePeriodSeconds must be positive since Kubernetes 1.25",
-        )
-        for value in (0, -1)
-    ),
-    *(
-        Exclusion(
-            ("spec", "volumes", 4, "projected", "sources", 0, "serviceAccountToken", "path"),
-            value,
-            "accepts",
-            "a kubelet-side check: the API server does not check a token's path, Go's kubelet refuses an "
-            "absolute or climbing one when it writes the volume (atomic writer); we refuse it when loading",
-        )
-        for value in ("/token", "../t")
-    ),
-    *(
-        Exclusion(
-            path,
-            value,
             "accepts",
             "a kubelet-side check: the API server does not check the name of the configMap or secret a "
             "volume reads, but the kubelet fetches it by a URL path, so it must be a path segment (Go's "
@@ -127,14 +91,10 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
 )
 
 
-#: Known fields that kube-apiserver 1.24 drops from a new pod although they are not unknown (so they are
+#: Known fields that kube-apiserver 1.36 drops from a new pod although they are not unknown (so they are
 #: missing from its answer without being a typo), and why.
 SERVER_CLEARED = {
     "metadata.deletionGracePeriodSeconds": "cleared on create (a new object is not being deleted)",
-    "spec.containers[0].livenessProbe.terminationGracePeriodSeconds": (
-        "dropped while the ProbeTerminationGracePeriod feature gate is off (its default until 1.25)"
-    ),
-    "spec.containers[0].readinessProbe.terminationGracePeriodSeconds": "as for livenessProbe",
 }
 
 

@@ -132,5 +132,5 @@ async def test_http_post_start_hook_goes_to_the_pod() -> None:
             )
             await env.node.wait_for(pod, is_running)
             assert [path for path, _ in web.requests] == ["/hook"]
-            assert web.requests[0][1]["user-agent"] == "kube-lifecycle/1.33"
+            assert web.requests[0][1]["user-agent"] == "kube-lifecycle/1.36"
             assert env.events.reasons("FailedPostStartHook") == []  # Go does not check the status code

@@ -41,7 +41,7 @@ async def test_http_readiness_and_tcp_liveness() -> None:
                 await env.node.wait_for(
                     pod, lambda s: bool(s.container_statuses) and bool(container_status(s).ready)
                 )
-                assert web.requests[-1][1]["user-agent"] == "kube-probe/1.33"
+                assert web.requests[-1][1]["user-agent"] == "kube-probe/1.36"
                 healthy["value"] = False
                 status = await env.node.wait_for(pod, lambda s: not container_status(s).ready)
                 assert container_status(status).restart_count == 0

@@ -74,7 +74,7 @@ async def test_http_headers_user_agent_and_host() -> None:
             async with new_client() as client:
                 assert (await http_probe(client, request))[0] is Result.SUCCESS
             (_, headers) = server.requests[0]
-            assert headers["user-agent"] == "kube-probe/1.33"
+            assert headers["user-agent"] == "kube-probe/1.36"
             assert headers["accept"] == "*/*"
             assert headers["x-probe"] == "1"
             assert headers["host"] == "svc.local"

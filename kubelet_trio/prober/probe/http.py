@@ -23,6 +23,7 @@ from kubelet_trio.api import Container, HTTPGetAction
 from kubelet_trio.logs import kv
 from kubelet_trio.prober.probe.result import MAX_OUTPUT_LENGTH, ProbeError, Result
 from kubelet_trio.prober.probe.tcp import dial_error_output, join_host_port
+from kubelet_trio.version import KUBERNETES_MINOR
 
 if TYPE_CHECKING:
     import httpx
@@ -43,7 +44,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-KUBE_VERSION = "1.33"  # the Kubernetes minor version in the User-Agent (kube-probe/1.33)
+KUBE_VERSION = KUBERNETES_MINOR  # in the User-Agent, as Go: kube-probe/1.36
 MAX_REDIRECTS = 10
 
 HttpRequest = tuple[str, dict[str, str]]

@@ -207,7 +207,7 @@ class FakeApiApp:
 
     def _handle(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Obj]:
         if path == "/version":
-            return 200, {"major": "1", "minor": "33", "gitVersion": "v1.33.0-fake"}
+            return 200, {"major": "1", "minor": "36", "gitVersion": "v1.36.0-fake"}
         if method == "GET" and (document := discovery(path)) is not None:
             return 200, document
         if method == "POST" and path == "/apis/authentication.k8s.io/v1/tokenreviews":

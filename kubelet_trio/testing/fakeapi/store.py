@@ -348,6 +348,7 @@ class FakeStore:
             self._apply_service_account_pull_secrets(obj, key[0])
             obj = default_pod(Pod.from_dict(obj)).to_dict()
             obj["status"] = {"phase": "Pending"}
+            obj["metadata"]["generation"] = 1  # as kube-apiserver 1.33+: bumped by each spec change
         if resource == "secrets":
             obj["type"] = obj.get("type") or "Opaque"
         if resource == "runtimeclasses":
@@ -446,6 +447,8 @@ class FakeStore:
                         result["status"].pop(dropped, None)
             else:
                 result.pop("status", None)
+            if resource == "pods":
+                _keep_observed_generations(result.get("status"), current.get("status"))
         elif subresource == "approval" and resource == "certificatesigningrequests":
             from kubelet_trio.testing.fakeapi.csr import approve_csr  # csr builds on this module
 
@@ -480,6 +483,8 @@ class FakeStore:
                     result["status"] = copy.deepcopy(current["status"])
                 else:
                     result.pop("status", None)
+        if resource == "pods" and subresource != "status":
+            _bump_pod_generation(result, current)
         self._decorate(rtype, result)
         if resource == "runtimeclasses":
             _validate_runtime_class(result, current)
@@ -658,3 +663,29 @@ class FakeStore:
     @property
     def watch_count(self) -> int:
         return len(self._watchers)
+
+
+def _bump_pod_generation(pod: Obj, current: Obj) -> None:
+    """kube-apiserver's ``updatePodGeneration``: each write that changes the spec bumps
+    ``metadata.generation``; nothing else does."""
+    generation = current["metadata"].get("generation") or 1
+    if pod.get("spec") != current.get("spec"):
+        generation += 1
+    pod.setdefault("metadata", {})["generation"] = generation
+
+
+def _keep_observed_generations(status: Obj | None, current: Obj | None) -> None:
+    """kube-apiserver's ``preserveOldObservedGeneration``: a status write that leaves ``observedGeneration``
+    out (of the status or of a condition) keeps the old value."""
+    if status is None or not current:
+        return
+    if not status.get("observedGeneration") and current.get("observedGeneration"):
+        status["observedGeneration"] = current["observedGeneration"]
+    old: dict[str, list[int]] = {}
+    for condition in current.get("conditions") or ():
+        old.setdefault(condition.get("type"), []).append(condition.get("observedGeneration") or 0)
+    for condition in status.get("conditions") or ():
+        kept = old.get(condition.get("type")) or [0]
+        value = kept.pop(0) if kept else 0
+        if not condition.get("observedGeneration") and value:
+            condition["observedGeneration"] = value
