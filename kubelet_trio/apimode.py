@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # the components themselves are imported by the functions tha
     from kubelet_trio.pod.mirror import MirrorPodManager
     from kubelet_trio.pod_workers import PodWorkers
     from kubelet_trio.runtimeclass import RuntimeClassManager
+    from kubelet_trio.serviceinformer import ServiceInformer
     from kubelet_trio.status.manager import StatusManager
     from kubelet_trio.status.sync import StatusPublisher
     from kubelet_trio.token import TokenManager
@@ -114,6 +115,7 @@ class ApiModeParts:
     tokens: TokenManager
     runtime_classes: RuntimeClassManager
     admit: PredicateAdmitHandler
+    services: ServiceInformer
 
 
 @attrs.frozen(kw_only=True)
@@ -136,6 +138,7 @@ class ApiMode(ApiModeParts):
             self.publisher,
             self.mirrors,
             self.tokens,
+            self.services,
         )
         if isinstance(self.objects, WatchingObjectStore):
             components += (self.objects,)
@@ -185,6 +188,7 @@ def build_api_mode_parts(
     from kubelet_trio.nodelease import NodeLeaseController
     from kubelet_trio.nodestatus import NodeStatusConfig, NodeStatusManager
     from kubelet_trio.runtimeclass import RuntimeClassManager
+    from kubelet_trio.serviceinformer import ServiceInformer
     from kubelet_trio.token import TokenManager
 
     node_name = config.node_name
@@ -248,6 +252,7 @@ def build_api_mode_parts(
         tokens=TokenManager(client=client, clock=clock),
         runtime_classes=RuntimeClassManager(client),
         admit=PredicateAdmitHandler(node_view),
+        services=ServiceInformer(client),
     )
 
 

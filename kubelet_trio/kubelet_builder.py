@@ -292,6 +292,7 @@ def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
                 objects=objects,
                 allocatable=allocatable,
                 run_sync=run_sync,
+                services=api.services if api is not None else None,
             ),
             device_manager,
         ),

@@ -119,6 +119,7 @@ def make_environment_variables(
     objects: ObjectStore = NO_OBJECTS,
     allocatable: NodeAllocatable | None = None,
     warnings: list[str] | None = None,
+    service_env: Mapping[str, str] | None = None,
 ) -> list[tuple[str, str]]:
     """``makeEnvironmentVariables``: ``envFrom`` first, then ``env`` (which overrides it); a ``value``
     is expanded against the variables defined before it. Raises :class:`EnvError`.
@@ -127,8 +128,10 @@ def make_environment_variables(
     source naming them is appended to ``warnings`` (the caller records it as an
     ``InvalidEnvironmentVariableNames`` event).
 
-    Service links are not generated (there is no service lister).
+    ``service_env`` (:func:`kubelet_trio.envvars.service_env_map`) is what a ``$(VAR)`` may also name,
+    and its variables the container does not define itself come last, as Go's.
     """
+    service_env = service_env or {}
     namespace = pod.namespace
     objects_read = _EnvObjects(objects, namespace)
     env: dict[str, str] = {}
@@ -160,7 +163,7 @@ def make_environment_variables(
                 "were skipped since they are considered invalid environment variable names."
             )
 
-    mapping = mapping_for(env)
+    mapping = mapping_for(env, service_env)
     for var in container.env or ():
         name = var.name or ""
         value = var.value or ""
@@ -193,4 +196,4 @@ def make_environment_variables(
                         raise objects_read.key_missing(kind, key_ref.name, key_ref.key)
                     value = data[key_ref.key or ""]
         env[name] = value
-    return list(env.items())
+    return [*env.items(), *((k, v) for k, v in service_env.items() if k not in env)]

@@ -21,13 +21,14 @@ from kubelet_trio.api import Container, Pod, VolumeMount
 from kubelet_trio.cm.allocatable import NodeAllocatable
 from kubelet_trio.container.expansion import expand_command_and_args, expand_subpath_expr
 from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.envvars import ServiceLister, service_env_map
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.kuberuntime.container import RunContainerOptions
 from kubelet_trio.kuberuntime.envvars import INVALID_ENV_NAMES_REASON, make_environment_variables
 from kubelet_trio.kuberuntime.resources import linux_container_resources
 from kubelet_trio.kuberuntime.termination import create_termination_message_file
 from kubelet_trio.network.hosts import ETC_HOSTS_PATH, hosts_file_content, write_hosts_file
-from kubelet_trio.objects import NO_OBJECTS, ObjectStore
+from kubelet_trio.objects import NO_OBJECTS, EnvError, ObjectStore
 from kubelet_trio.volumemanager.manager import MountedVolume, VolumeManager
 from kubelet_trio.volumemanager.paths import pod_container_dir, pod_etc_hosts_path
 
@@ -132,6 +133,18 @@ class RunOptionsGenerator:
     objects: ObjectStore = NO_OBJECTS
     allocatable: NodeAllocatable | None = None
     run_sync: RunSync = run_in_thread
+    #: The cluster's services (API mode): their variables go into every container's environment.
+    services: ServiceLister | None = None
+
+    def _service_env(self, pod: Pod) -> dict[str, str]:
+        """Go: a pod from the API server waits until the services were listed once, so that no container
+        starts without ``KUBERNETES_SERVICE_HOST``; a static pod does not wait."""
+        if self.services is None:
+            return {}
+        if not self.services.has_synced() and not pod.is_static:
+            raise EnvError("services have not yet been read at least once, cannot construct envvars")
+        links = pod.spec is None or pod.spec.enable_service_links is not False
+        return service_env_map(self.services.services(), pod.namespace, links)
 
     async def __call__(self, pod: Pod, container: Container, pod_ip: str) -> RunContainerOptions:
         pod_ips = (pod_ip,) if pod_ip else ()
@@ -144,6 +157,7 @@ class RunOptionsGenerator:
             objects=self.objects,
             allocatable=self.allocatable,
             warnings=warnings,
+            service_env=self._service_env(pod),
         )
         command, args = expand_command_and_args(container, envs)
         mounts = await self.run_sync(self._mounts, pod, container, pod_ips, envs)

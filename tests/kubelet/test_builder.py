@@ -248,6 +248,7 @@ async def test_api_mode_adds_its_source_and_starts_its_components_in_order(
             mode.publisher,
             mode.mirrors,
             mode.tokens,
+            mode.services,  # the service informer (the containers' service variables)
             mode.objects,  # the Watch strategy's store
         )
         # the components reading the Kubelet's pods see its own status manager, pods and workers

@@ -93,6 +93,7 @@ RESOURCES = {
         ResourceType("configmaps", "ConfigMap", "v1"),
         ResourceType("secrets", "Secret", "v1"),
         ResourceType("serviceaccounts", "ServiceAccount", "v1"),
+        ResourceType("services", "Service", "v1", has_status=True),
         ResourceType("leases", "Lease", "coordination.k8s.io/v1"),
         ResourceType("runtimeclasses", "RuntimeClass", "node.k8s.io/v1", namespaced=False),
         ResourceType(
@@ -103,6 +104,17 @@ RESOURCES = {
             has_status=True,
         ),
     )
+}
+
+#: The ``kubernetes`` Service every API server has: pods find the API server through its variables.
+MASTER_SERVICE: Obj = {
+    "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"component": "apiserver"}},
+    "spec": {
+        "clusterIP": "10.0.0.1",
+        "clusterIPs": ["10.0.0.1"],
+        "type": "ClusterIP",
+        "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+    },
 }
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -238,6 +250,17 @@ class FakeStore:
     unknown_pod_status_fields: frozenset[str] = frozenset()
     #: The resourceVersion, as a value tests can wait on (``await store.changed.wait_transition()``).
     changed: trio_util.AsyncValue[int] = attrs.Factory(lambda: trio_util.AsyncValue(0))
+
+    def __attrs_post_init__(self) -> None:
+        # kube-apiserver's own Service (its bootstrap controller keeps it), there before anything else:
+        # stored as of resourceVersion 0, so the first write is still resourceVersion 1
+        service = copy.deepcopy(MASTER_SERVICE)
+        service["metadata"].update(
+            uid="00000000-0000-4000-8000-00000000c1a5",
+            resourceVersion="0",
+            creationTimestamp=rfc3339(self.now()),
+        )
+        self._table("services")[("default", "kubernetes")] = service
 
     # -- helpers ------------------------------------------------------------------------------------
 
