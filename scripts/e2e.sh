@@ -12,8 +12,9 @@
 # it cannot pass on this machine for the Go kubelet either. Writes junit.xml, report.json, e2e.log and
 # summary.md (a table of every selected spec's result) under $OUT. Without the 1.36 binaries it says how to
 # build them and exits 0 (CI=true: exit 0 as well; the tier is optional until the binaries are there).
-# Env: K136 (/tmp/k136), OUT, PROCS (6; ci: 4), TIMEOUT (60m; ci: 15m), KUBELET (trio | go), KEEP (1: leave
-# the control plane running afterwards).
+# Env: K136 (/tmp/k136), K8S_TOOLS (../shared/tools/k8s beside the checkout), OUT, PROCS (6; ci: 4),
+# TIMEOUT (60m; ci: 15m), KUBELET (trio | go), KEEP (1: leave the control plane running afterwards),
+# TRIO_KUBELET (the kubelet-trio command; default: the one on PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 here=$PWD
@@ -23,9 +24,13 @@ tools=${K8S_TOOLS:-$here/../shared/tools/k8s}
 mode=${1:-full}
 KUBELET=${KUBELET:-trio}
 
+if [ ! -d "$tools" ]; then
+  echo "e2e.sh: [NodeConformance] tier skipped: no $tools (the shared k8s tools; set K8S_TOOLS)" >&2
+  exit 0
+fi
 for bin in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet ginkgo e2e.test; do
-  if [ ! -x "$K136/bin/$bin" ] || [ ! -d "$tools" ]; then
-    echo "e2e.sh: [NodeConformance] tier skipped: no $K136/bin/$bin (or no $tools); build them with" \
+  if [ ! -x "$K136/bin/$bin" ]; then
+    echo "e2e.sh: [NodeConformance] tier skipped: no $K136/bin/$bin; build it with" \
       "\`bash ../shared/tools/k8s/build-k136.sh <git dir of github.com/openshift/microshift>\`" >&2
     exit 0
   fi
@@ -62,7 +67,7 @@ fi
 bash "$tools/k136-env.sh" start-cp
 bash "$tools/k136-env.sh" stop-node
 if [ "$KUBELET" = trio ]; then
-  KUBELET=$(command -v kubelet-trio) KUBELET_ROOT="$K136/run/trio-root" KUBELET_LOG="$OUT/kubelet.log" \
+  KUBELET=${TRIO_KUBELET:-$(command -v kubelet-trio)} KUBELET_ROOT="$K136/run/trio-root" KUBELET_LOG="$OUT/kubelet.log" \
     bash "$tools/k136-env.sh" start-node
 else
   KUBELET_LOG="$OUT/kubelet.log" bash "$tools/k136-env.sh" start-node

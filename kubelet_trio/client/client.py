@@ -1,6 +1,6 @@
-"""The Kubernetes API client: httpx on Trio, rate-limited, retrying, with typed errors and watch streams.
+"""The Kubernetes API client on Trio: rate-limited, retrying, with typed errors and watch streams.
 
-``open_api_client`` owns the httpx client (and so its connection pool) for the lifetime of a block::
+``open_api_client`` owns the connections for the lifetime of a block::
 
     async with open_api_client(load_kubeconfig(path)) as api:
         pod = await api.get("/api/v1/namespaces/default/pods/web")
@@ -14,6 +14,13 @@ the delay). Other error statuses raise at once as :class:`~kubelet_trio.client.e
 subclasses (``NotFound``, ``Conflict``, ``Gone``, ``Invalid``, ...) carrying the API ``Status`` message.
 With ``metrics`` set, every attempt's status code and every request's latency are reported as client-go
 does (``rest_client_requests_total``, ``rest_client_request_duration_seconds``).
+
+On the network, requests and watches go over HTTP/1.1 through
+:class:`~kubelet_trio.client.http1.Http1Pool` (h11 on Trio streams), with answers bounded: a single
+object's at :data:`MAX_ANSWER`, a list page's at :data:`MAX_LIST_ANSWER` (the only answers asked for in
+gzip), a watch event at :data:`~kubelet_trio.client.watch.MAX_EVENT`. An httpx client remains for a
+transport a caller supplies (the tests' in-process fake API server) and for callers of
+:attr:`ApiClient.http`.
 """
 
 from __future__ import annotations
@@ -24,29 +31,40 @@ import logging
 import platform
 import random
 import ssl
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, cast
 from urllib.parse import urlencode, urlsplit
 
 import attrs
 import trio
 
 from kubelet_trio.api import gojson
-from kubelet_trio.client.errors import ApiClientError, ApiUnavailable, error_from_response
-from kubelet_trio.client.http1 import Http1Pool, TransportError, describe
+from kubelet_trio.client.errors import (
+    AnswerTooLarge,
+    ApiClientError,
+    ApiUnavailable,
+    InvalidRequest,
+    TransportError,
+    describe,
+    error_from_response,
+)
 from kubelet_trio.client.kubeconfig import KubeConfig, make_ssl_context
 from kubelet_trio.client.metrics import ERROR_CODE, RequestMetrics
 from kubelet_trio.client.ratelimit import DEFAULT_BURST, DEFAULT_QPS, TokenBucket
 from kubelet_trio.client.watch import WATCH_BUFFER, WatchEvent, pump_watch_events
 from kubelet_trio.logs import kv
 
-if TYPE_CHECKING:  # httpx is imported where requests are made: a node without an API server never loads it
+if TYPE_CHECKING:  # httpx and the transport (h11) are imported where requests are made: a node without an
+    # API server never loads them
     import httpx
 
     from kubelet_trio.boundary import BoundaryErrors
+    from kubelet_trio.client.http1 import Http1Pool
 
 __all__ = [
     "JSON",
+    "MAX_ANSWER",
+    "MAX_LIST_ANSWER",
     "MERGE_PATCH",
     "REQUEST_TIMEOUT",
     "Answer",
@@ -58,8 +76,19 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 JSON = "application/json"
-#: What httpx's client asks for by default; large lists then come compressed.
-ACCEPT_ENCODING = "gzip, deflate"
+#: Asked for on list pages only: kube-apiserver compresses only answers over 128 KiB
+#: (``defaultGzipThresholdBytes``), which single objects do not reach, and an answer is then bounded
+#: after decompression (a 130 KB gzip bomb expands to ~128 MiB).
+ACCEPT_ENCODING = "gzip"
+#: Largest answer to a single-object request (get, create, patch, delete, an error status). etcd keeps
+#: objects of at most 1.5 MiB (its ``--max-request-bytes``) and kube-apiserver refuses request bodies
+#: over 3 MiB, so an object's JSON is a few MiB; client-go reads answers whole with no bound
+#: (``rest.Request.transformResponse``: ``io.ReadAll``) but a watch event only up to 16 MiB. 64 MiB is
+#: ample for any object and still stops a hostile or broken answer from growing the kubelet without end.
+MAX_ANSWER = 64 * 1024 * 1024
+#: Largest answer to one page of a list, after decompression: a page holds at most 500 items (the
+#: reflector's page size, as client-go's), each at most etcd's 1.5 MiB: 750 MiB, rounded up.
+MAX_LIST_ANSWER = 1024 * 1024 * 1024
 MERGE_PATCH = "application/merge-patch+json"
 #: Deadline of one attempt (client-go's default is none; the kubelet's heartbeat client uses the lease
 #: duration). Watches are bounded by their own ``timeoutSeconds`` instead.
@@ -212,12 +241,17 @@ class ApiClient:
         body: Any = None,
         content_type: str = JSON,
         decode: Decode | None = None,
+        listing: bool | None = None,
     ) -> Any:
         """One API call with rate limit and retries; the decoded JSON answer (None when empty), or what
-        ``decode(response, method, path)`` makes of a successful answer."""
+        ``decode(response, method, path)`` makes of a successful answer. ``listing``: a page of a list
+        (asked for in gzip, bounded by :data:`MAX_LIST_ANSWER` rather than :data:`MAX_ANSWER`); by
+        default a GET with a ``limit`` in its query, as only lists page (the reflectors' lists do)."""
+        if listing is None:
+            listing = method == "GET" and params is not None and "limit" in params
         started = trio.current_time()
         try:
-            return await self._request(method, path, params, body, content_type, decode or _decode)
+            return await self._request(method, path, params, body, content_type, decode or _decode, listing)
         finally:
             if self.metrics is not None:
                 self.metrics.request_latency(method, self.host, trio.current_time() - started)
@@ -230,6 +264,7 @@ class ApiClient:
         body: Any,
         content_type: str,
         decode: Decode,
+        listing: bool,
     ) -> Any:
         import httpx
 
@@ -247,7 +282,12 @@ class ApiClient:
             retry_after: float | None = None
             try:
                 with self._deadline():
-                    response = await self._send(method, path, params, content, headers)
+                    response = await self._send(method, path, params, content, headers, listing)
+            except InvalidRequest as err:
+                raise ApiClientError(str(err)) from None  # the same request would fail again
+            except AnswerTooLarge as err:
+                self._result(ERROR_CODE, method)
+                raise ApiUnavailable(f"{method} {path}: {describe(err)}") from None  # as would this
             except (httpx.TransportError, TransportError) as err:
                 self._result(ERROR_CODE, method)
                 last_error = ApiUnavailable(f"{method} {path}: {describe(err)}")
@@ -278,11 +318,19 @@ class ApiClient:
         params: Mapping[str, str] | None,
         content: bytes | None,
         headers: dict[str, str],
+        listing: bool,
     ) -> Answer:
         """One attempt, its answer read in full."""
         if self.wire is not None:
-            headers["Accept-Encoding"] = ACCEPT_ENCODING
-            return await self.wire.request(method, self._target(path, params), headers.items(), content)
+            limit = MAX_LIST_ANSWER if listing else MAX_ANSWER
+            return await self.wire.request(
+                method,
+                self._target(path, params),
+                headers.items(),
+                content,
+                compressed=listing,
+                max_body=limit,
+            )
         if self.transport is None:
             params = dict(params or {})
             extensions = self._extensions()
@@ -295,10 +343,12 @@ class ApiClient:
         target = base.raw_path + path.lstrip("/").encode()
         if params:
             target += b"?" + urlencode(params).encode("ascii")
+        if listing:
+            headers = {**headers, "Accept-Encoding": ACCEPT_ENCODING}
         request = httpx.Request(
             method,
             base.copy_with(raw_path=target),
-            headers={**headers, "Accept-Encoding": ACCEPT_ENCODING},
+            headers=headers,
             content=content,
             extensions=self._extensions(),
         )
@@ -311,8 +361,11 @@ class ApiClient:
 
     # -- verbs --------------------------------------------------------------------------------------
 
-    async def get(self, path: str, params: Mapping[str, str] | None = None) -> Any:
-        return await self.request("GET", path, params=params)
+    async def get(
+        self, path: str, params: Mapping[str, str] | None = None, *, listing: bool | None = None
+    ) -> Any:
+        """An object, or with ``listing`` a page of a list (see :meth:`request`)."""
+        return await self.request("GET", path, params=params, listing=listing)
 
     async def get_text(self, path: str) -> str:
         """A plain-text answer, such as ``/healthz``'s ``ok``."""
@@ -359,6 +412,8 @@ class ApiClient:
             try:
                 with self._deadline():
                     response = await stack.enter_async_context(self._watch_stream(path, query))
+            except InvalidRequest as err:
+                raise ApiClientError(f"watch {path}: {err}") from None
             except broken as err:
                 self._result(ERROR_CODE, "GET")
                 raise ApiUnavailable(f"watch {path}: {describe(err)}") from None
@@ -379,7 +434,7 @@ class ApiClient:
             send, receive = trio.open_memory_channel[WatchEvent](WATCH_BUFFER)
             try:
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(pump_watch_events, response.lines(), send, broken)
+                    nursery.start_soon(pump_watch_events, response.pieces(), send, broken)
                     try:
                         yield receive
                     finally:
@@ -421,7 +476,7 @@ class _WatchStream(Protocol):
     @property
     def status_code(self) -> int: ...
     async def read(self) -> bytes: ...
-    def lines(self) -> AsyncIterator[str | bytes]: ...
+    def pieces(self) -> AsyncGenerator[bytes, None]: ...
 
 
 @attrs.frozen
@@ -435,8 +490,8 @@ class _HttpxStream:
     async def read(self) -> bytes:
         return await self.response.aread()
 
-    def lines(self) -> AsyncIterator[str]:
-        return self.response.aiter_lines()
+    def pieces(self) -> AsyncGenerator[bytes, None]:
+        return cast("AsyncGenerator[bytes, None]", self.response.aiter_bytes())  # a generator
 
 
 @contextlib.asynccontextmanager
@@ -541,6 +596,8 @@ async def open_api_client(
 def _wire(
     base_url: str, verify: ssl.SSLContext | bool, server_name: str | None, max_connections: int | None
 ) -> Http1Pool:
+    from kubelet_trio.client.http1 import Http1Pool
+
     url = urlsplit(base_url)
     if url.scheme not in ("http", "https") or not url.hostname:
         raise ValueError(f"API server URL {base_url!r}: expected http(s)://host[:port]")
@@ -558,4 +615,5 @@ def _wire(
         max_idle=MAX_IDLE_CONNECTIONS,
         keepalive_expiry=IDLE_CONNECTION_TIMEOUT,
         max_connections=max_connections,
+        max_body=MAX_ANSWER,
     )

@@ -1,16 +1,22 @@
-"""The API client's exceptions: one hierarchy, translated at the boundary from httpx and HTTP statuses.
+"""The API client's exceptions: one hierarchy, translated at the boundary from the transport's errors
+and HTTP statuses.
 
 Callers act on the type (``NotFound`` → create, ``Conflict`` → re-read and retry, ``Gone`` → relist),
-never on status codes or httpx exceptions. The API ``Status`` body (reason, message) is kept.
+never on status codes or transport exceptions. The API ``Status`` body (reason, message) is kept. The
+transport's own errors (:class:`TransportError`, :class:`InvalidRequest`) are defined here, beside what
+the client turns them into, so that a process without an API server never imports the transport (and
+h11 with it).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 from typing import Any
 
 __all__ = [
     "AlreadyExists",
+    "AnswerTooLarge",
     "ApiClientError",
     "ApiUnavailable",
     "BadRequest",
@@ -18,11 +24,14 @@ __all__ = [
     "Forbidden",
     "Gone",
     "Invalid",
+    "InvalidRequest",
     "NotFound",
     "ServerError",
     "StatusError",
     "TooManyRequests",
+    "TransportError",
     "Unauthorized",
+    "describe",
     "error_from_response",
     "status_error",
 ]
@@ -34,6 +43,19 @@ class ApiClientError(Exception):
 
 class ApiUnavailable(ApiClientError):
     """No answer from the API server: connection refused or reset, TLS failure, or no reply in time."""
+
+
+class TransportError(Exception):
+    """The request got no usable HTTP answer: connection, TLS or protocol failure, or a bound exceeded."""
+
+
+class AnswerTooLarge(TransportError):
+    """An answer's body (decompressed) exceeds the request's bound: asking again would not help."""
+
+
+class InvalidRequest(ValueError):
+    """The request cannot be written as HTTP/1.1 (a header value with CR or LF, a non-ASCII field):
+    refused before anything is sent, so no field can smuggle in another."""
 
 
 class StatusError(ApiClientError):
@@ -133,3 +155,17 @@ def _default_reason(code: int) -> str:
         422: "Invalid",
         429: "TooManyRequests",
     }.get(code, "InternalError" if code >= 500 else "Unknown")
+
+
+def describe(err: BaseException) -> str:
+    """``Type: message`` of a transport error. When its own text is empty (TLS failures under Trio, an
+    ``OSError`` with only a number), the first text along its causes, or the OS error's name."""
+    seen: BaseException | None = err
+    while seen is not None:
+        text = str(seen)
+        if not text and isinstance(seen, OSError) and seen.errno:
+            text = errno.errorcode.get(seen.errno, str(seen.errno))
+        if text:
+            return f"{type(err).__name__}: {text}"
+        seen = seen.__cause__ or seen.__context__
+    return type(err).__name__

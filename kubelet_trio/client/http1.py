@@ -1,50 +1,80 @@
-"""HTTP/1.1 requests on Trio streams, for the API client's single calls (status writes, events, gets).
+"""HTTP/1.1 for the API client: h11's framing and parsing over Trio streams, on kept-alive connections.
 
-A status PATCH or an event POST through httpx passed httpx's request and response models, httpcore's
-connection state machine, h11's parser and anyio's stream wrappers: about 2 ms of CPU each, and the
-largest share of the kubelet's CPU during a pod start (client-go writes them on one HTTP/2 connection at
-a fraction of that). A kubelet's calls need little of HTTP: one server, small JSON bodies, answers with
-a ``Content-Length`` or chunked, sometimes gzip. :class:`Http1Pool` writes the request head in one piece
-and parses the answer from its buffer, on keep-alive connections kept on a stack (the most recently used
-idle one is taken and checked with one ``select``: httpcore's pool asked every pooled connection on
-every request). A watch, streamed for minutes, gets a connection of its own (:meth:`Http1Pool.stream`).
+httpx cost about 0.55 ms of CPU per status PATCH or event POST (its request and response models,
+httpcore's pool, anyio's stream wrappers around h11), the largest share of the kubelet's CPU during a pod
+start. The kubelet needs little of HTTP: one server, small JSON bodies. So :class:`Http1Pool` keeps the
+pool itself small: idle connections on a stack, the most recently used one taken and checked with one
+``poll`` (never ``select``, which fails for descriptors at or above 1 024, so that in a busy process
+every request would open a connection); a watch, streamed for minutes, gets a connection of its own
+(:meth:`Http1Pool.stream`). Status lines, fields and chunked framing are h11's: a parser of our own
+handed up hostile answers as 200 (two conflicting ``Content-Length``, ``Transfer-Encoding: gzip,
+chunked``, a status ``2000``) or waited for bytes that never came (chunk sizes such as ``-2``). h11's
+validation and state machine cost about twice that parser's CPU per request, still a small fraction of
+httpx's (``bench/api_client_transport.py``).
 
-Whatever goes wrong on the connection (refused, reset, TLS, an answer that is not HTTP) raises
-:class:`TransportError` and closes that connection; the API client retries as it does for httpx's
-transport errors. A cancelled request closes its connection (it may be half-way through an answer).
+Bounds: an answer head, chunk header or trailer block at most :data:`MAX_HEAD`; a body read whole at
+most the request's ``max_body`` (the caller's cap, see the API client), counted after decompression;
+``gzip`` accepted only when the request asked for it (a compressed answer nobody asked for is an
+error: a 130 KB gzip bomb would otherwise take hundreds of MB). A header value with CR or LF is refused
+before anything is sent (:class:`InvalidRequest`).
+
+Whatever goes wrong on the connection (refused, reset, TLS, an answer that is not HTTP/1.1 or exceeds a
+bound) raises :class:`TransportError`, names the endpoint, and closes that connection; the API client
+retries it, unless it is an :class:`AnswerTooLarge`. A cancelled request closes its connection (it may
+be half-way through an answer).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import select
 import ssl
 import zlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
+from typing import cast
 
 import attrs
+import h11
 import trio
 
-__all__ = ["Http1Pool", "Http1Response", "Http1Stream", "TransportError", "describe"]
+from kubelet_trio.boundary import truncate
+from kubelet_trio.client.errors import AnswerTooLarge, InvalidRequest, TransportError, describe
 
-#: Largest answer head accepted; kube-apiserver's are a few hundred bytes.
+__all__ = [
+    "DEFAULT_MAX_BODY",
+    "MAX_HEAD",
+    "AnswerTooLarge",
+    "Headers",
+    "Http1Pool",
+    "Http1Response",
+    "Http1Stream",
+    "InvalidRequest",
+    "TransportError",
+    "describe",
+]
+
+#: Largest answer head, chunk header line or trailer block (h11's ``max_incomplete_event_size``);
+#: kube-apiserver's heads are a few hundred bytes, a few KiB with ``Warning`` fields.
 MAX_HEAD = 64 * 1024
+#: A pool's bound on a body read whole, when the caller gives none.
+DEFAULT_MAX_BODY = 64 * 1024 * 1024
 _READ = 65536
-
-
-class TransportError(Exception):
-    """The request did not get an HTTP answer: connection, TLS or protocol failure."""
 
 
 @attrs.frozen
 class Headers:
-    """An answer's header fields (names lower-cased; the last value of a repeated field wins)."""
+    """An answer's header fields as h11 parsed them (names lower-cased); decoded only when asked."""
 
-    fields: dict[str, str]
+    fields: Sequence[tuple[bytes, bytes]]
 
     def get(self, name: str, default: str | None = None) -> str | None:
-        return self.fields.get(name.lower(), default)
+        """The last value of ``name`` (case-insensitive)."""
+        key = name.lower().encode("ascii")
+        found = default
+        for field, value in self.fields:
+            if field == key:
+                found = value.decode("latin-1")
+        return found
 
 
 @attrs.frozen
@@ -60,19 +90,31 @@ class Http1Response:
         return self.content.decode("utf-8", "replace")
 
 
-#: What a failing connection raises, turned into :class:`TransportError`.
-_CONNECTION_ERRORS = (OSError, trio.BrokenResourceError, trio.ClosedResourceError, ssl.SSLError)
+#: What a failing connection or a hostile answer raises, turned into :class:`TransportError`.
+_FAILURES = (
+    OSError,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    ssl.SSLError,
+    h11.RemoteProtocolError,
+    zlib.error,
+)
 
 
 class _Connection:
-    """One keep-alive connection and the bytes read past the last answer."""
+    """One keep-alive connection: its stream and its h11 state."""
 
-    __slots__ = ("buffer", "idle_since", "stream")
+    __slots__ = ("h11", "idle_since", "poller", "stream")
 
     def __init__(self, stream: trio.abc.Stream) -> None:
         self.stream = stream
-        self.buffer = bytearray()
+        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
         self.idle_since = 0.0
+        self.poller: select.poll | None = None
+        sock = self.socket()
+        if sock is not None:
+            self.poller = select.poll()
+            self.poller.register(sock.fileno(), select.POLLIN)
 
     def transport(self) -> trio.abc.Stream:
         """The stream under TLS (the stream itself without TLS)."""
@@ -84,175 +126,146 @@ class _Connection:
         return stream.socket if isinstance(stream, trio.SocketStream) else None
 
     def peer_closed(self) -> bool:
-        """Whether the server closed (or wrote to) this idle connection: one poll, no waiting. An idle
-        connection has nothing to read; the end of the stream or bytes nobody asked for end it."""
-        sock = self.socket()
-        if sock is None:
+        """Whether the server closed (or wrote to) this idle connection: one ``poll``, no waiting. An
+        idle connection has nothing to read; the end of the stream, an error, or bytes nobody asked for
+        (a TLS alert) end it. ``poll`` takes any descriptor number (``select`` fails from 1 024 on)."""
+        return self.poller is not None and bool(self.poller.poll(0))
+
+    def reusable(self) -> bool:
+        """After a complete exchange: whether both sides keep the connection (``Connection: close``
+        among the server's tokens, HTTP/1.0, or bytes past the answer end it), ready for the next."""
+        protocol = self.h11
+        if protocol.our_state is not h11.DONE or protocol.their_state is not h11.DONE:
             return False
-        try:
-            readable, _, _ = select.select([sock.fileno()], [], [], 0)
-        except (OSError, ValueError):
-            return True
-        return bool(readable)
+        protocol.start_next_cycle()
+        return protocol.trailing_data == (b"", False)
 
-    async def receive(self) -> bytes:
-        data = await self.stream.receive_some(_READ)
-        if not data:
-            raise TransportError("the server closed the connection")
-        return bytes(data)
-
-    async def read_head(self) -> tuple[int, dict[str, str], bool]:
-        """Status, fields, and whether the server keeps the connection; skips 1xx answers."""
+    async def next_event(self) -> h11.Event:
+        """h11's next event of the answer, reading as needed (the end of the stream is h11's to judge:
+        the end of a body read to close, or an error)."""
+        protocol = self.h11
         while True:
-            end = self.buffer.find(b"\r\n\r\n")
-            while end < 0:
-                if len(self.buffer) > MAX_HEAD:
-                    raise TransportError(f"answer head longer than {MAX_HEAD} bytes")
-                self.buffer += await self.receive()
-                end = self.buffer.find(b"\r\n\r\n")
-            head = bytes(self.buffer[:end])
-            del self.buffer[: end + 4]
-            lines = head.decode("latin-1").split("\r\n")
-            version, _, rest = lines[0].partition(" ")
-            code_text = rest[:3]
-            if not version.startswith("HTTP/1.") or not code_text.isdigit():
-                raise TransportError(f"not an HTTP/1.x answer: {lines[0][:80]!r}")
-            code = int(code_text)
-            fields: dict[str, str] = {}
-            for line in lines[1:]:
-                name, sep, value = line.partition(":")
-                if not sep:
-                    raise TransportError(f"malformed answer header line: {line[:80]!r}")
-                fields[name.strip().lower()] = value.strip()
-            if 100 <= code < 200 and code != 101:
+            event = protocol.next_event()
+            if event is h11.NEED_DATA:
+                protocol.receive_data(cast("bytes", await self.stream.receive_some(_READ)))
                 continue
-            keep = fields.get("connection", "").lower() != "close" and version == "HTTP/1.1"
-            return code, fields, keep
+            if isinstance(event, h11.ConnectionClosed):
+                raise TransportError("the server closed the connection")
+            if event is h11.PAUSED:
+                raise TransportError("the server sent more than one answer")
+            return event  # type: ignore[return-value]
 
-    async def read_exactly(self, count: int) -> bytes:
-        while len(self.buffer) < count:
-            self.buffer += await self.receive()
-        data = bytes(self.buffer[:count])
-        del self.buffer[:count]
-        return data
+    async def read_head(self) -> h11.Response:
+        """The answer's head; informational (1xx) answers are skipped."""
+        while True:
+            event = await self.next_event()
+            if isinstance(event, h11.Response):
+                return event
+            if not isinstance(event, h11.InformationalResponse):
+                raise TransportError(f"expected an answer head, got {type(event).__name__}")
 
-    async def read_line(self) -> bytes:
-        end = self.buffer.find(b"\r\n")
-        while end < 0:
-            if len(self.buffer) > MAX_HEAD:
-                raise TransportError("chunk size line too long")
-            self.buffer += await self.receive()
-            end = self.buffer.find(b"\r\n")
-        line = bytes(self.buffer[:end])
-        del self.buffer[: end + 2]
-        return line
-
-    async def read_chunk(self) -> bytes:
-        """The next chunk of a chunked body; empty at its end (trailer fields skipped)."""
-        size_text = (await self.read_line()).split(b";", 1)[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise TransportError(f"malformed chunk size {size_text[:20]!r}") from None
-        if size == 0:
-            while await self.read_line():  # trailer fields, then the empty line
-                pass
-            return b""
-        data = await self.read_exactly(size)
-        if await self.read_exactly(2) != b"\r\n":
-            raise TransportError("chunk not followed by CRLF")
-        return data
-
-    async def read_chunked(self) -> bytes:
+    async def read_body(self, response: h11.Response, max_body: int, gzip: bool) -> bytes:
+        """The whole body, at most ``max_body`` bytes on the wire and after decompression."""
+        length = _content_length(response.headers)
+        if length is not None and length > max_body:
+            raise AnswerTooLarge(f"answer of {length} bytes, more than the {max_body} allowed")
         body = bytearray()
-        while chunk := await self.read_chunk():
-            body += chunk
+        decoder = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzip else None
+        received = 0
+        while True:
+            event = await self.next_event()
+            if isinstance(event, h11.Data):
+                received += len(event.data)
+                if decoder is None:
+                    body += event.data
+                else:  # at most one byte past the bound: a gzip bomb stops there
+                    body += decoder.decompress(event.data, max_body + 1 - len(body))
+                if len(body) > max_body:
+                    raise AnswerTooLarge(f"answer longer than the {max_body} bytes allowed")
+            elif isinstance(event, h11.EndOfMessage):
+                break
+            else:
+                raise TransportError(f"unexpected {type(event).__name__} in an answer body")
+        if decoder is not None and received and (not decoder.eof or decoder.unused_data):
+            raise TransportError("gzip answer truncated or followed by other bytes")
         return bytes(body)
 
-    async def read_to_close(self) -> bytes:
-        body = bytearray(self.buffer)
-        self.buffer.clear()
-        while data := await self.stream.receive_some(_READ):
-            body += data
-        return bytes(body)
+
+def _invalid_part(method: str, target: str, fields: list[tuple[str, str]]) -> str:
+    """What h11 refused in a request: the first field whose name or value it refuses, by name."""
+    for name, value in fields:
+        probe = [(name, value)] if name.lower() == "host" else [("Host", "h"), (name, value)]
+        try:
+            h11.Request(method="GET", target="/", headers=probe)
+        except (h11.LocalProtocolError, UnicodeError):
+            return f"header field {truncate(name, 64)!r} (CR, LF, NUL or non-ASCII in its name or value)"
+    return "method or request target"
+
+
+def _content_length(fields: Sequence[tuple[bytes, bytes]]) -> int | None:
+    """The answer's ``Content-Length`` (h11 has checked it is one number)."""
+    for name, value in fields:
+        if name == b"content-length":
+            return int(value)
+    return None
+
+
+def _gzipped(fields: Sequence[tuple[bytes, bytes]], compressed: bool) -> bool:
+    """Whether the body is gzip; any other coding, or gzip not asked for (``compressed``), is an
+    error (RFC 9110 12.5.3: a server sends only a coding the request accepts)."""
+    codings = [value.strip().lower() for name, value in fields if name == b"content-encoding"]
+    coding = b", ".join(coding for coding in codings if coding != b"identity")
+    if not coding:
+        return False
+    if compressed and coding == b"gzip":
+        return True
+    text = coding.decode("latin-1")
+    raise TransportError(f"answer in content-encoding {truncate(text, 64)!r}, which was not asked for")
 
 
 class Http1Stream:
     """An answer whose body is read as it arrives (see :meth:`Http1Pool.stream`)."""
 
-    def __init__(self, status_code: int, headers: Headers, connection: _Connection) -> None:
-        self.status_code = status_code
-        self.headers = headers
+    def __init__(self, response: h11.Response, connection: _Connection, pool: Http1Pool) -> None:
+        self.status_code = response.status_code
+        self.headers = Headers(response.headers)
         self._connection = connection
-        self._chunked = "chunked" in (headers.get("transfer-encoding") or "").lower()
-        length = headers.get("content-length")
-        self._left: int | None = int(length) if length is not None and length.isdigit() else None
+        self._pool = pool
 
-    async def pieces(self) -> AsyncIterator[bytes]:
-        """The body's pieces as they arrive, until its end; a broken connection raises
-        :class:`TransportError`."""
+    async def pieces(self) -> AsyncGenerator[bytes, None]:
+        """The body's pieces as they arrive, until its end; a broken connection or a malformed
+        answer raises :class:`TransportError`."""
         connection = self._connection
         try:
             while True:
-                if self._chunked:
-                    piece = await connection.read_chunk()
-                elif self._left is not None:
-                    if not self._left:
-                        return
-                    if not connection.buffer:
-                        connection.buffer += await connection.receive()
-                    piece = bytes(connection.buffer[: self._left])
-                    del connection.buffer[: len(piece)]
-                    self._left -= len(piece)
-                elif connection.buffer:
-                    piece = bytes(connection.buffer)
-                    connection.buffer.clear()
-                else:
-                    piece = bytes(await connection.stream.receive_some(_READ))
-                if not piece:
+                event = await connection.next_event()
+                if isinstance(event, h11.Data):
+                    yield event.data
+                elif isinstance(event, h11.EndOfMessage):
                     return
-                yield piece
-        except _CONNECTION_ERRORS as err:
-            raise TransportError(describe(err)) from err
-
-    async def lines(self) -> AsyncIterator[bytes]:
-        """The body split at newlines (a watch's events), the last line even without one."""
-        rest = b""
-        async for piece in self.pieces():
-            *complete, rest = (rest + piece).split(b"\n")
-            for line in complete:
-                yield line
-        if rest:
-            yield rest
+                else:
+                    raise TransportError(f"unexpected {type(event).__name__} in an answer body")
+        except (*_FAILURES, TransportError) as err:
+            raise self._pool.failure(err) from err
 
     async def read(self) -> bytes:
-        """The whole body (an error status's)."""
-        return b"".join([piece async for piece in self.pieces()])
-
-
-def _decompress(body: bytes, encoding: str) -> bytes:
-    if not body or encoding in ("", "identity"):
-        return body
-    try:
-        if encoding == "gzip":
-            return zlib.decompress(body, 16 + zlib.MAX_WBITS)
-        if encoding == "deflate":
-            try:
-                return zlib.decompress(body)
-            except zlib.error:
-                return zlib.decompress(body, -zlib.MAX_WBITS)  # raw deflate, as some servers send
-    except zlib.error as err:
-        raise TransportError(f"answer body does not decompress ({encoding}): {err}") from None
-    raise TransportError(f"unsupported content-encoding {encoding!r}")
+        """The whole body (an error status's), at most the pool's ``max_body``."""
+        limit = self._pool.max_body
+        body = bytearray()
+        async for piece in self.pieces():
+            body += piece
+            if len(body) > limit:
+                raise self._pool.failure(AnswerTooLarge(f"answer longer than the {limit} bytes allowed"))
+        return bytes(body)
 
 
 @attrs.define(eq=False)
 class Http1Pool:
-    """Requests to one server (``scheme://host:port``) over keep-alive connections.
+    """Requests to one server (``host``, ``port``, TLS with ``ssl_context``) over keep-alive connections.
 
     ``max_connections`` bounds the connections in use at once (None: the callers bound them); a request
     beyond it waits for a free one. At most ``max_idle`` idle connections are kept, each for at most
-    ``keepalive_expiry`` seconds.
+    ``keepalive_expiry`` seconds. ``max_body`` bounds a body read whole, unless a request gives its own.
     """
 
     host: str
@@ -262,71 +275,107 @@ class Http1Pool:
     max_idle: int = 48
     keepalive_expiry: float = 60.0
     max_connections: int | None = None
+    max_body: int = DEFAULT_MAX_BODY
     idle: list[_Connection] = attrs.Factory(list)
     opened: int = 0  # connections opened so far (tests and diagnostics)
     #: Every open connection, idle or in use (closed at once when the TLS identity changes).
     open: set[_Connection] = attrs.Factory(set)
     _slots: trio.Semaphore | None = None
-    _host_header: bytes = b""
+    _host_header: str = ""
 
     def __attrs_post_init__(self) -> None:
         default_port = 443 if self.ssl_context is not None else 80
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        self._host_header = (host if self.port == default_port else f"{host}:{self.port}").encode("ascii")
+        endpoint = self.endpoint
+        self._host_header = endpoint if self.port != default_port else endpoint.rsplit(":", 1)[0]
         if self.max_connections is not None:
             self._slots = trio.Semaphore(self.max_connections)
 
+    @property
+    def endpoint(self) -> str:
+        """``host:port`` (an IPv6 address in brackets), as errors name the server."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    def failure(self, err: BaseException) -> TransportError:
+        """``err`` as a :class:`TransportError` naming the endpoint (an :class:`AnswerTooLarge` kept as
+        one); the peer's text echoed in a library's message is truncated."""
+        if isinstance(err, TransportError):
+            kind = AnswerTooLarge if isinstance(err, AnswerTooLarge) else TransportError
+            return kind(f"{self.endpoint}: {err}")
+        if isinstance(err, h11.RemoteProtocolError):
+            return TransportError(f"{self.endpoint}: malformed answer: {truncate(str(err))}")
+        return TransportError(f"{self.endpoint}: {truncate(describe(err))}")
+
     async def request(
-        self, method: str, target: str, headers: Iterable[tuple[str, str]], body: bytes | None
+        self,
+        method: str,
+        target: str,
+        headers: Iterable[tuple[str, str]],
+        body: bytes | None,
+        *,
+        compressed: bool = False,
+        max_body: int | None = None,
     ) -> Http1Response:
-        """``method target`` with ``headers`` (no Host, Content-Length or Connection: those are added)."""
-        message = self._message(method, target, headers, body)
+        """``method target`` with ``headers`` (no Host, Content-Length, Connection or Accept-Encoding:
+        those are added), the answer read whole. ``compressed`` asks for gzip (and accepts it);
+        ``max_body`` replaces the pool's bound."""
+        request = self._request(method, target, headers, body, compressed)
+        limit = self.max_body if max_body is None else max_body
         if self._slots is None:
-            return await self._exchange(method, message)
+            return await self._exchange(request, body, limit, compressed)
         async with self._slots:
-            return await self._exchange(method, message)
+            return await self._exchange(request, body, limit, compressed)
 
-    def _message(
-        self, method: str, target: str, headers: Iterable[tuple[str, str]], body: bytes | None
-    ) -> bytes:
-        head = [f"{method} {target} HTTP/1.1\r\n".encode("latin-1"), b"Host: ", self._host_header, b"\r\n"]
-        for name, value in headers:
-            head.append(f"{name}: {value}\r\n".encode("latin-1"))
+    def _request(
+        self,
+        method: str,
+        target: str,
+        headers: Iterable[tuple[str, str]],
+        body: bytes | None,
+        compressed: bool,
+    ) -> h11.Request:
+        """The request head, validated by h11 before any connection is taken."""
+        fields = [("Host", self._host_header), *headers]
         if body is not None or method in ("POST", "PUT", "PATCH"):
-            head.append(b"Content-Length: %d\r\n" % len(body or b""))
-        head.append(b"\r\n")
-        return b"".join(head) + (body or b"")
+            fields.append(("Content-Length", str(len(body or b""))))
+        if compressed:
+            fields.append(("Accept-Encoding", "gzip"))
+        try:
+            return h11.Request(method=method, target=target, headers=fields)
+        except (h11.LocalProtocolError, UnicodeError):
+            what = _invalid_part(method, target, fields)
+        # h11's message quotes the value, which may be a bearer token: name the field only
+        raise InvalidRequest(f"{method} {truncate(target)} to {self.endpoint}: invalid {what}")
 
-    async def _exchange(self, method: str, message: bytes) -> Http1Response:
+    @staticmethod
+    def _message(connection: _Connection, request: h11.Request, body: bytes | None) -> bytes:
+        protocol = connection.h11
+        message = protocol.send(request) or b""
+        if body:
+            message += protocol.send(h11.Data(data=body)) or b""
+        return message + (protocol.send(h11.EndOfMessage()) or b"")
+
+    async def _exchange(
+        self, request: h11.Request, body: bytes | None, max_body: int, compressed: bool
+    ) -> Http1Response:
         connection = await self._take()
         try:
-            await connection.stream.send_all(message)
-            code, fields, keep = await connection.read_head()
-            encoding = fields.get("content-encoding", "").lower()
-            if method == "HEAD" or code in (204, 304):
-                body = b""
-            elif "chunked" in fields.get("transfer-encoding", "").lower():
-                body = await connection.read_chunked()
-            elif (length := fields.get("content-length")) is not None:
-                if not length.isdigit():
-                    raise TransportError(f"malformed Content-Length {length[:20]!r}")
-                body = await connection.read_exactly(int(length))
-            else:
-                body = await connection.read_to_close()
-                keep = False
-            body = _decompress(body, encoding)
-        except _CONNECTION_ERRORS as err:
+            await connection.stream.send_all(self._message(connection, request, body))
+            response = await connection.read_head()
+            gzip = _gzipped(response.headers, compressed)
+            content = await connection.read_body(response, max_body, gzip)
+        except (*_FAILURES, TransportError) as err:
             await self._discard(connection)
-            raise TransportError(describe(err)) from err
+            raise self.failure(err) from err
         except BaseException:
             await self._discard(connection)
             raise
-        if keep and not connection.buffer and len(self.idle) < self.max_idle:
+        if connection.reusable() and len(self.idle) < self.max_idle:
             connection.idle_since = trio.current_time()
             self.idle.append(connection)
         else:
             await self._discard(connection)
-        return Http1Response(code, Headers(fields), body)
+        return Http1Response(response.status_code, Headers(response.headers), content)
 
     @contextlib.asynccontextmanager
     async def stream(
@@ -334,16 +383,17 @@ class Http1Pool:
     ) -> AsyncIterator[Http1Stream]:
         """A request whose answer is read as it comes (a watch), on a connection of its own that is
         closed afterwards: it is held for minutes, so it neither waits for nor counts against
-        ``max_connections``. No ``Accept-Encoding``: the body is never compressed."""
-        message = self._message(method, target, headers, None)
+        ``max_connections``. No ``Accept-Encoding``: a compressed answer is an error."""
+        request = self._request(method, target, headers, None, compressed=False)
         connection = await self._open()
         try:
             try:
-                await connection.stream.send_all(message)
-                code, fields, _keep = await connection.read_head()
-            except _CONNECTION_ERRORS as err:
-                raise TransportError(describe(err)) from err
-            yield Http1Stream(code, Headers(fields), connection)
+                await connection.stream.send_all(self._message(connection, request, None))
+                response = await connection.read_head()
+                _gzipped(response.headers, compressed=False)
+            except (*_FAILURES, TransportError) as err:
+                raise self.failure(err) from err
+            yield Http1Stream(response, connection, self)
         finally:
             await self._discard(connection)
 
@@ -373,7 +423,7 @@ class Http1Pool:
                     raise
                 stream = tls
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as err:
-            raise TransportError(f"connect {self.host}:{self.port}: {describe(err)}") from err
+            raise TransportError(f"connect {self.endpoint}: {describe(err)}") from err
         self.opened += 1
         connection = _Connection(stream)
         self.open.add(connection)
@@ -398,17 +448,3 @@ class Http1Pool:
         idle, self.idle = self.idle, []
         for connection in idle:
             await self._discard(connection)
-
-
-def describe(err: BaseException) -> str:
-    """``Type: message`` of a transport error. When its own text is empty (TLS failures under Trio, an
-    ``OSError`` with only a number), the first text along its causes, or the OS error's name."""
-    seen: BaseException | None = err
-    while seen is not None:
-        text = str(seen)
-        if not text and isinstance(seen, OSError) and seen.errno:
-            text = errno.errorcode.get(seen.errno, str(seen.errno))
-        if text:
-            return f"{type(err).__name__}: {text}"
-        seen = seen.__cause__ or seen.__context__
-    return type(err).__name__
