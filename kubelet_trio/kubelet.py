@@ -778,6 +778,7 @@ class Kubelet:
                 )
             )
         self._status_manager.remove_orphaned(desired)
+        self._kube_runtime.gc_backoffs()  # Go: kl.backOff.GC(), entries idle for twice the maximum
         keep = set(desired) | set(known)
         self._data_dirs_made.intersection_update(keep)
         await self._volume_manager.cleanup_orphaned_pod_dirs(keep)

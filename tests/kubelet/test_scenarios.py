@@ -325,3 +325,19 @@ async def test_two_nodes_share_one_runtime(autojump_clock: trio.testing.MockCloc
 
 
 __all__ = ["ContainerState", "Pod", "SimNode"]
+
+
+async def test_back_off_entries_of_gone_pods_are_forgotten(autojump_clock: trio.testing.MockClock) -> None:
+    """Go's housekeeping calls ``backOff.GC()``: an entry not updated for twice the maximum (10 min) goes,
+    so a node that saw many crash-looping pods does not keep one entry per container forever."""
+    async with open_sim_node() as node:
+        (pod,) = await node.apply(pod_manifest("crash", {"app": "exit 1 after 5s"}))
+        await node.wait_for(pod, lambda s: restart_count(s, "app") == 2)
+        backoff = node.kubelet._kube_runtime.crash_backoff
+        assert len(backoff) == 1
+        await node.remove(pod)
+        await node.wait_terminated(pod)
+        await trio.sleep(599)
+        assert len(backoff) == 1  # still within twice the maximum back-off
+        await trio.sleep(5)  # the next housekeeping (every 2 s) after the 10 minutes
+        assert len(backoff) == 0
