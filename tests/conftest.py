@@ -101,13 +101,16 @@ def cri_env() -> Iterator[LocalCriEnvironment]:
 
 @pytest.fixture(scope="session")
 def sim_cri_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``kubelet-trio sim-cri`` serving on a private socket, as a separate process."""
+    """``kubelet-trio sim-cri`` serving on a private socket, as a separate process; answering as containerd
+    1.6 does (``--containerd-1.6``), as the contract suite holds it to the containerd it runs beside."""
     sock = tmp_path_factory.mktemp("sim-cri") / "sim.sock"
     endpoint = f"unix://{sock}"
     log = sock.parent / "sim-cri.log"
     with log.open("wb") as out:  # the child keeps its own descriptor
         proc = subprocess.Popen(
-            [sys.executable, "-m", "kubelet_trio", "sim-cri", "--listen", endpoint], stdout=out, stderr=out
+            [sys.executable, "-m", "kubelet_trio", "sim-cri", "--listen", endpoint, "--containerd-1.6"],
+            stdout=out,
+            stderr=out,
         )
     try:
         deadline = time.monotonic() + 30

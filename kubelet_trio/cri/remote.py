@@ -9,11 +9,13 @@ runtime restart: calls fail with ``UnavailableError`` while the runtime is down.
 Deadlines: the authoritative timeout is the Trio scope around each call; the channel sends the same
 remaining time as ``grpc-timeout`` so the runtime sees it.
 
-Failures: gRPC statuses and transport errors become the typed :mod:`~kubelet_trio.cri.errors`. Anything
-else a call raises was made of the runtime's bytes (an answer that does not decode, framing the channel
-cannot follow): it is that call's alone, contained at the ``grpc`` boundary (logged once, counted) and
-raised as a :class:`~kubelet_trio.cri.errors.CriCallError` with code ``INTERNAL``, as grpc-go fails a call
-whose answer does not unmarshal, so callers retry it like any failed call.
+Failures: gRPC statuses and transport errors become the typed :mod:`~kubelet_trio.cri.errors`
+(:func:`~kubelet_trio.cri.errors.from_status`: one table, which sim-cri reads the other way). Anything
+else a call raises was made of the runtime's bytes (an answer that does not decode, HTTP/2 or gRPC framing
+the channel refused): it is that call's alone, contained at the ``grpc`` boundary (logged once, counted)
+and raised as a :class:`~kubelet_trio.cri.errors.CriCallError` with code ``INTERNAL`` naming the
+endpoint, as grpc-go fails a call whose answer does not unmarshal, so callers retry it like any failed
+call.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import TypeVar
 import attrs
 import betterproto2
 import trio
-from grpclib import GRPCError, Status
+from grpclib import GRPCError
 from grpclib.exceptions import StreamTerminatedError
 
 from kubelet_trio import defaults
@@ -42,13 +44,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_REQUEST_TIMEOUT = (
     defaults.RUNTIME_REQUEST_TIMEOUT
 )  # the Go kubelet's --runtime-request-timeout default (2 min)
-
-_STATUS_ERRORS: dict[Status, type[errors.CriError]] = {
-    Status.NOT_FOUND: errors.NotFoundError,
-    Status.UNAVAILABLE: errors.UnavailableError,
-    Status.DEADLINE_EXCEEDED: errors.DeadlineExceededError,
-    Status.INVALID_ARGUMENT: errors.InvalidArgumentError,
-}
 
 M = TypeVar("M", bound=betterproto2.Message)
 
@@ -73,13 +68,7 @@ def socket_path(endpoint: str) -> str:
 def translate_error(op: str, exc: BaseException, endpoint: str = "") -> errors.CriError | None:
     """Map a grpclib/transport failure to the project's typed error (None: not a CRI failure)."""
     if isinstance(exc, GRPCError):
-        message = exc.message or exc.status.name
-        cls = _STATUS_ERRORS.get(exc.status, errors.CriCallError)
-        if op == "PullImage" and cls is errors.CriCallError and "not found" in message:
-            cls = errors.NotFoundError  # containerd reports a missing image as UNKNOWN "...: not found"
-        if cls is errors.CriCallError and "server is not initialized yet" in message:
-            cls = errors.UnavailableError  # containerd's CRI plugin while it is still starting
-        return cls(op, message, code=exc.status.name)
+        return errors.from_status(op, exc.status.name, exc.message or "")
     if isinstance(exc, TimeoutError):  # asyncio.TimeoutError is TimeoutError on 3.11+
         return errors.DeadlineExceededError(op, "deadline exceeded (client side)")
     if isinstance(exc, (OSError, StreamTerminatedError, ConnectionError)):
@@ -131,8 +120,10 @@ class CriRuntime:
         with contain("grpc", self.boundary_errors, op=op, endpoint=self.endpoint):
             raise exc
         if isinstance(exc, MalformedAnswer):
-            return errors.CriCallError(op, f"failed to unmarshal the answer: {exc}", code="INTERNAL")
-        return errors.CriCallError(op, f"{type(exc).__name__}: {exc}", code="INTERNAL")
+            message = f"failed to unmarshal the answer: {exc}"
+        else:
+            message = f"{type(exc).__name__} from {self.endpoint}: {exc}"
+        return errors.CriCallError(op, message, code="INTERNAL")
 
     def _rt(
         self, op: str, answer: type[M], request: betterproto2.Message, *, limit: float | None = -1.0

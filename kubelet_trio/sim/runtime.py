@@ -244,7 +244,8 @@ class SimRuntime:
         runtime_handlers: the configured runtimes (containerd: ``[plugins.cri.containerd.runtimes.*]``).
         default_runtime_name: the handler an empty RunPodSandbox ``runtime_handler`` means.
         stop_missing_ok: StopContainer and StopPodSandbox of an unknown id succeed, as the CRI asks
-            (idempotent stops) and containerd 1.7+ answers; containerd 1.6, the default, says NotFound.
+            (idempotent stops) and containerd 1.7+ answers (``sim-cri`` serves so unless told
+            ``--containerd-1.6``); containerd 1.6, the default here as in the contract suite, says NotFound.
         image_fs_mountpoint: the directory ImageFsInfo names; the Go kubelet's cAdvisor stats it to find
             the image filesystem's capacity, so a sim serving it should name a directory that exists.
         run_commands: an unscripted container does what its command says (step 3 above), as a runtime

@@ -42,21 +42,13 @@ OUTPUT_FLUSH_PERIOD = 1.0  # seconds between writes of what looping containers p
 #: sim-cri stands in for: the Go kubelet's CRI client sends up to that much
 MAX_RECEIVE_MESSAGE_SIZE = 16 * 1024 * 1024
 
-_STATUSES: tuple[tuple[type[errors.CriError], Status], ...] = (
-    (errors.NotFoundError, Status.NOT_FOUND),
-    (errors.UnavailableError, Status.UNAVAILABLE),
-    (errors.DeadlineExceededError, Status.DEADLINE_EXCEEDED),
-    (errors.InvalidArgumentError, Status.INVALID_ARGUMENT),
-)
-
 R = TypeVar("R")
 
 
 def grpc_status(err: errors.CriError) -> Status:
-    for cls, status in _STATUSES:
-        if isinstance(err, cls):
-            return status
-    return Status.UNKNOWN
+    """The status ``err`` is answered with: the inverse of the CRI client's mapping (one table,
+    :mod:`kubelet_trio.cri.errors`)."""
+    return Status[errors.status_name(err)]
 
 
 class _Handlers:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import shutil
 import subprocess
 import sys
@@ -23,31 +22,14 @@ def find_binary(name: str) -> Path | None:
     return Path(found) if found else None
 
 
-def pod_cidr() -> str:
-    """A loopback /16 for the pods (all of 127/8 is the host's on Linux, so their web servers are reachable
-    without setup); random, so that two sim-cri at once rarely share one."""
-    return f"127.{random.randint(64, 254)}.0.0/16"
-
-
 @pytest.fixture
 def sim_cri(tmp_path: Path) -> Iterator[str]:
-    """``kubelet-trio sim-cri`` on a private socket; yields its endpoint."""
+    """``kubelet-trio sim-cri`` on a private socket, with its defaults (the CRI's answers, pods on a
+    loopback /16 whose ports answer); yields its endpoint."""
     socket = tmp_path / "sim.sock"
     log = (tmp_path / "sim-cri.log").open("wb")
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kubelet_trio",
-            "sim-cri",
-            "--listen",
-            f"unix://{socket}",
-            "--pull-delay",
-            "0.01",
-            "--idempotent-stops",
-            "--pod-cidr",
-            pod_cidr(),
-        ],
+        [sys.executable, "-m", "kubelet_trio", "sim-cri", "--listen", f"unix://{socket}"],
         stdout=log,
         stderr=subprocess.STDOUT,
     )

@@ -36,7 +36,8 @@ from kubelet_trio.cri.gen.v1 import services
 WIDGET = "example.com/widget"
 DEVICES = {"dev-0", "dev-1", "dev-2"}
 NAMESPACE = "default"
-ADVERTISE_TIMEOUT = 5.0  # seconds from the plugin's start to the Node showing its devices
+ADVERTISE_TIMEOUT = 15.0  # from the plugin's start to the Node showing its devices: within one status period
+# (10 s) and a margin for a loaded machine
 WAIT = 90.0
 POLL = 0.2
 REJECTION = (

@@ -13,6 +13,7 @@ import attrs
 import trio
 
 from kubelet_trio.aiobridge import AsyncioThread
+from kubelet_trio.cri.errors import go_code, go_status_text
 from kubelet_trio.cri.gen.csi import v1 as csi
 
 __all__ = ["CSI_TIMEOUT", "CsiClient", "CsiError", "NodeInfo", "go_code"]
@@ -28,11 +29,6 @@ class CsiError(Exception):
     def __init__(self, message: str, code: str | None = None) -> None:
         super().__init__(message)
         self.code = code
-
-
-def go_code(name: str) -> str:
-    """A gRPC status as Go's ``codes.Code`` prints it (``FAILED_PRECONDITION`` -> ``FailedPrecondition``)."""
-    return "Canceled" if name == "CANCELLED" else "".join(part.title() for part in name.split("_"))
 
 
 @attrs.frozen
@@ -61,8 +57,9 @@ class CsiClient:
                 with trio.fail_after(self.timeout + 1):
                     return await self.bridge.call(method, request, timeout=self.timeout)
             except GRPCError as err:
-                code = go_code(err.status.name)
-                raise CsiError(f"rpc error: code = {code} desc = {err.message}", code) from None
+                raise CsiError(
+                    go_status_text(err.status.name, err.message or ""), go_code(err.status.name)
+                ) from None
             except trio.TooSlowError:
                 raise CsiError(
                     "rpc error: code = DeadlineExceeded desc = context deadline exceeded"
