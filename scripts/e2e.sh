@@ -14,7 +14,8 @@
 # build them and exits 0 (CI=true: exit 0 as well; the tier is optional until the binaries are there).
 # Env: K136 (/tmp/k136), K8S_TOOLS (../shared/tools/k8s beside the checkout), OUT, PROCS (6; ci: 4),
 # TIMEOUT (60m; ci: 15m), KUBELET (trio | go), KEEP (1: leave the control plane running afterwards),
-# TRIO_KUBELET (the kubelet-trio command; default: the one on PATH).
+# TRIO_KUBELET (the kubelet-trio command; default: the one on PATH), SKIPS_FILE (/dev/null: only the upstream
+# script's default skips, as for proving the skip list with KUBELET=go).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 here=$PWD
@@ -38,7 +39,7 @@ done
 
 # the declared skips: one regex a line, then a tab and the reason (comments and blank lines ignored)
 lines() { grep -v -e '^#' -e '^[[:space:]]*$' "$1" || true; }
-skips=$(lines scripts/e2e-skips.txt | cut -f1 | paste -sd'|' -)
+skips=$(lines "${SKIPS_FILE:-scripts/e2e-skips.txt}" | cut -f1 | paste -sd'|' -)
 default_skip='\[Flaky\]|\[Disruptive\]|\[Feature:[^]]+\]|\[Alpha\]|\[Beta\]|should be able to pull image|should be able to pull from private registry with secret'
 export SKIP="$default_skip${skips:+|$skips}"
 case "$mode" in
