@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "flowcontrol",
     ),
     # model: API types, the runtime-neutral view of pods and containers
-    ("api", "objects", "container", "securitycontext"),
+    ("api", "objects", "container", "securitycontext", "envvars"),
     # clients and runtimes: API client, CRI (remote, simulated, a managed containerd), HTTP server layer,
     # registry credentials
     ("client", "httpserver", "cri", "sim", "containerd", "credentialprovider"),
@@ -62,6 +62,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "events",
         "token",
         "apiobjects",
+        "serviceinformer",
         "certificate",
         "cm",
         "apis",
