@@ -52,8 +52,7 @@ from kubelet_trio.logs import kobj, kv
 from kubelet_trio.runonce_report import ContainerReport, PodReport, RunOnceReport, container_reports
 
 if TYPE_CHECKING:
-    import httpx
-
+    from kubelet_trio.client.http1 import Connect
     from kubelet_trio.credentialprovider import PluginProvider
     from kubelet_trio.server.host import HostInterface
 
@@ -92,17 +91,14 @@ async def fetch_manifest_url(
     node_name: str,
     headers: Mapping[str, Sequence[str]] | None = None,
     *,
-    transport: httpx.AsyncBaseTransport | None = None,
+    connect: Connect | None = None,
 ) -> tuple[tuple[Pod, ...], tuple[ManifestError, ...]]:
     """The pods served at ``url`` right now (one fetch, as the HTTP source does it), or errors."""
-    import httpx  # only with --manifest-url
-
     pairs = [(key, value) for key, values in (headers or {}).items() for value in values]
     try:
-        async with httpx.AsyncClient(transport=transport, timeout=None, follow_redirects=True) as client:
-            with trio.fail_after(HTTP_TIMEOUT):
-                body = await fetch_manifest_body(client, url, pairs)  # at most 10 MiB
-    except (httpx.HTTPError, trio.TooSlowError, ManifestFetchError) as err:
+        with trio.fail_after(HTTP_TIMEOUT):
+            body = await fetch_manifest_body(url, pairs, connect=connect)  # at most 10 MiB
+    except (trio.TooSlowError, ManifestFetchError) as err:
         reason = f"no response within {HTTP_TIMEOUT:g}s" if isinstance(err, trio.TooSlowError) else str(err)
         return (), (ManifestError(url, 0, (), f"cannot fetch: {reason or type(err).__name__}"),)
     except ManifestError as err:

@@ -22,16 +22,23 @@ Whatever goes wrong on the connection (refused, reset, TLS, an answer that is no
 bound) raises :class:`TransportError`, names the endpoint, and closes that connection; the API client
 retries it, unless it is an :class:`AnswerTooLarge`. A cancelled request closes its connection (it may
 be half-way through an answer).
+
+The node's other HTTP/1.1 clients (httpGet probes and hooks, ``--manifest-url``) use :class:`Get`: one
+GET as Go's ``http.Client`` makes it (redirects, their limits and header rules), on the same h11
+framing, each request on a connection of its own (``Connection: close``), the body read only as far as
+the caller asks.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import select
 import ssl
 import zlib
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import cast
+from urllib.parse import SplitResult, quote, urljoin, urlsplit
 
 import attrs
 import h11
@@ -43,12 +50,18 @@ from kubelet_trio.client.errors import AnswerTooLarge, InvalidRequest, Transport
 __all__ = [
     "DEFAULT_MAX_BODY",
     "MAX_HEAD",
+    "MAX_REDIRECTS",
+    "REDIRECT_STATUSES",
     "AnswerTooLarge",
+    "Connect",
+    "Get",
+    "GetFailed",
     "Headers",
     "Http1Pool",
     "Http1Response",
     "Http1Stream",
     "InvalidRequest",
+    "OneShotAnswer",
     "TransportError",
     "describe",
 ]
@@ -448,3 +461,264 @@ class Http1Pool:
         idle, self.idle = self.idle, []
         for connection in idle:
             await self._discard(connection)
+
+
+# -- one GET on connections of its own: httpGet probes and hooks, the manifest URL ------------------------
+
+Connect = Callable[[str, int], Awaitable[trio.abc.Stream]]
+"""Opens a byte stream to ``(host, port)``: :func:`trio.open_tcp_stream`, or a test's in-memory peer."""
+
+#: The statuses Go's ``http.Client`` follows when they carry a ``Location``.
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+#: Go's ``http.Client`` makes at most this many requests for one GET ("stopped after 10 redirects").
+MAX_REDIRECTS = 10
+#: Fields Go's client drops on a redirect to another domain (a subdomain keeps them), and for good.
+_SENSITIVE = frozenset(
+    {"authorization", "www-authenticate", "cookie", "cookie2", "proxy-authorization", "proxy-authenticate"}
+)
+#: Fields the client writes itself: a caller's are not sent (Go's ``Request.Write`` skips them too).
+_OWN_FIELDS = frozenset({"host", "connection", "content-length", "transfer-encoding", "trailer"})
+#: What stays unescaped in a request target: RFC 3986's reserved and unreserved characters, and ``%``.
+_TARGET_SAFE = "!#$%&'()*+,/:;=?@[]~"
+
+
+class GetFailed(TransportError):
+    """A :class:`Get` got no answer to hand up. ``str()`` is Go's ``url.Error``: ``Get "<url>": <reason>``
+    (a password in the URL masked). When no connection could be opened, ``dial`` is the error and
+    ``host``, ``port`` where it was going (a prober words it as Go's ``net`` package does)."""
+
+    def __init__(
+        self, url: str, reason: str, *, host: str = "", port: int = 0, dial: BaseException | None = None
+    ) -> None:
+        self.url = _masked(url)
+        self.reason = reason
+        self.host, self.port, self.dial = host, port, dial
+        super().__init__(f'Get "{self.url}": {reason}')
+
+
+def _masked(url: str) -> str:
+    """``url`` with the password of its user information masked, as Go's ``stripPassword``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None:
+        return url
+    user, _, host = parts.netloc.rpartition("@")
+    name = user.partition(":")[0]
+    return parts._replace(netloc=f"{name}:***@{host}").geturl()
+
+
+def _first(fields: Sequence[tuple[bytes, bytes]], name: bytes) -> str:
+    """The first value of ``name`` (Go's ``Header.Get``), or ""."""
+    return next((value.decode("latin-1") for field, value in fields if field == name), "")
+
+
+def _reason(err: BaseException) -> str:
+    """What went wrong on an exchange, for a :class:`GetFailed` or a body's :class:`TransportError`."""
+    if isinstance(err, TransportError):
+        return str(err)
+    if isinstance(err, h11.RemoteProtocolError):
+        return f"malformed HTTP response: {truncate(str(err))}"
+    return truncate(describe(err))
+
+
+def _domain_or_subdomain(sub: str, parent: str) -> bool:
+    return sub == parent or sub.endswith("." + parent)
+
+
+class OneShotAnswer:
+    """The answer a :class:`Get` hands up: its head, and its body as the caller reads it."""
+
+    def __init__(self, response: h11.Response, connection: _Connection, url: str, gzip: bool) -> None:
+        self.status_code = response.status_code
+        self.headers = Headers(response.headers)
+        #: The URL that answered (after the redirects that were followed).
+        self.url = url
+        self._connection = connection
+        self._gzip = gzip
+
+    async def read(self, limit: int) -> bytes:
+        """The body, or its first ``limit`` bytes (decompressed when gzip was asked for and came): no
+        more is read. A broken connection or a malformed body raises :class:`TransportError`."""
+        decoder = zlib.decompressobj(16 + zlib.MAX_WBITS) if self._gzip else None
+        body = bytearray()
+        received = 0
+        try:
+            while len(body) < limit:
+                event = await self._connection.next_event()
+                if isinstance(event, h11.Data):
+                    received += len(event.data)
+                    if decoder is None:
+                        body += event.data
+                    else:  # never past the bound: a gzip bomb stops there
+                        body += decoder.decompress(event.data, limit - len(body))
+                elif isinstance(event, h11.EndOfMessage):
+                    if decoder is not None and received and not decoder.eof:
+                        raise TransportError("gzip answer truncated")
+                    break
+                else:
+                    raise TransportError(f"unexpected {type(event).__name__} in an answer body")
+        except (*_FAILURES, TransportError) as err:
+            raise TransportError(f"reading the body of {_masked(self.url)}: {_reason(err)}") from err
+        return bytes(body[:limit])
+
+
+@attrs.define(eq=False)
+class Get:
+    """A GET as Go's ``http.Client`` makes it, every request on a connection of its own that is closed
+    afterwards (``Connection: close``): a probe every few seconds gains nothing from a pool, and Go's
+    prober disables keep-alive too.
+
+    Redirects (:data:`REDIRECT_STATUSES` with a ``Location``) are followed, at most
+    :data:`MAX_REDIRECTS` requests in all; with ``other_hosts=False`` (Go's ``RedirectChecker(false)``,
+    for probes and hooks) only to the same host name, a redirect elsewhere being the answer. As Go: the
+    caller's fields go along (a ``Host`` among them only through a relative ``Location``; credentials and
+    cookies dropped for good at the first redirect to another domain), ``Referer`` names the previous
+    URL (not from https to http), a password in the URL becomes basic authorization.
+    ``compressed`` asks for gzip and decodes it (Go's default transport); without it nothing is asked and
+    a body is handed up as it came. ``ssl_context`` serves ``https`` URLs (verified or not: the caller's
+    choice; None: the system's trust store, loaded per request). The caller bounds it in time.
+    """
+
+    url: str
+    headers: Sequence[tuple[str, str]] = ()
+    other_hosts: bool = True
+    ssl_context: ssl.SSLContext | None = None
+    compressed: bool = False
+    connect: Connect | None = None
+    #: The URL of the request in flight, then of the answer: Go names it when the time runs out.
+    current: str = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.current = self.url
+
+    @contextlib.asynccontextmanager
+    async def open(self) -> AsyncIterator[OneShotAnswer]:
+        """The final answer with its head read; its connection is closed when the block exits. Raises
+        :class:`GetFailed`."""
+        initial = _split(self.url)
+        fields = [
+            (name, value)
+            for name, value in self.headers
+            if name.lower() not in _OWN_FIELDS and (value or name.lower() != "user-agent")
+        ]  # an empty User-Agent is not sent, as Go
+        own_referer = any(name.lower() == "referer" for name, _ in fields)
+        host = next((value for name, value in self.headers if name.lower() == "host"), "")
+        url, referer, strip = self.url, "", False
+        for sent in range(1, MAX_REDIRECTS + 1):
+            self.current = url
+            extra = [(n, v) for n, v in fields if not (strip and n.lower() in _SENSITIVE)]
+            if referer:
+                extra.append(("Referer", referer))
+            connection, response, gzip = await self._send(url, host, extra)
+            try:
+                location = ""
+                if response.status_code in REDIRECT_STATUSES:
+                    location = _first(response.headers, b"location")
+                if not location:
+                    yield OneShotAnswer(response, connection, url, gzip)
+                    return
+                try:
+                    following = urlsplit(urljoin(url, location))
+                    following.port  # noqa: B018 - raises ValueError for a port that is not one
+                except ValueError as err:
+                    raise GetFailed(url, f"failed to parse Location header {location!r}: {err}") from None
+                if not self.other_hosts and following.hostname != initial.hostname:
+                    yield OneShotAnswer(response, connection, url, gzip)
+                    return
+                if sent == MAX_REDIRECTS:
+                    raise GetFailed(location, f"stopped after {MAX_REDIRECTS} redirects")
+            finally:
+                await trio.aclose_forcefully(connection.stream)
+            previous = _split(url)
+            if host and (host == _authority(previous) or urlsplit(location).scheme):
+                host = ""  # a custom Host goes along a relative Location only
+            if (
+                not strip
+                and _authority(following) != _authority(initial)
+                and not _domain_or_subdomain(following.hostname or "", initial.hostname or "")
+            ):
+                strip = True
+            if not own_referer:
+                downgrade = previous.scheme == "https" and following.scheme == "http"
+                referer = "" if downgrade else previous._replace(netloc=_authority(previous)).geturl()
+            url = following.geturl()
+
+    async def _send(
+        self, url: str, host: str, fields: list[tuple[str, str]]
+    ) -> tuple[_Connection, h11.Response, bool]:
+        """One request to ``url``: its connection and answer head (1xx skipped), and whether the body
+        is gzip to decode."""
+        parts = _split(url)
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https"):
+            raise GetFailed(url, f'unsupported protocol scheme "{parts.scheme}"')
+        if not parts.hostname:
+            raise GetFailed(url, "http: no Host in request URL")
+        try:
+            port = parts.port or (443 if scheme == "https" else 80)
+        except ValueError as err:
+            raise GetFailed(url, f"invalid port: {err}") from None
+        head = [("Host", host or _authority(parts)), *fields, ("Connection", "close")]
+        names = {name.lower() for name, _ in fields}
+        if parts.username is not None and "authorization" not in names:
+            token = f"{parts.username}:{parts.password or ''}".encode()
+            head.append(("Authorization", "Basic " + base64.b64encode(token).decode("ascii")))
+        asked = self.compressed and "accept-encoding" not in names
+        if asked:
+            head.append(("Accept-Encoding", "gzip"))
+        target = quote(parts.path or "/", safe=_TARGET_SAFE) + (f"?{parts.query}" if parts.query else "")
+        try:
+            request = h11.Request(method="GET", target=target, headers=head)
+        except (h11.LocalProtocolError, UnicodeError):
+            raise GetFailed(url, f"invalid {_invalid_part('GET', target, head)}") from None
+        stream = await self._dial(url, scheme, parts.hostname, port)
+        connection = _Connection(stream)
+        try:
+            await stream.send_all(Http1Pool._message(connection, request, None))
+            response = await connection.read_head()
+        except (*_FAILURES, TransportError) as err:
+            await trio.aclose_forcefully(stream)
+            if connection.h11.trailing_data == (b"", True):  # closed before a byte of an answer
+                raise GetFailed(url, "EOF") from err  # Go's wording
+            raise GetFailed(url, _reason(err)) from err
+        except BaseException:
+            await trio.aclose_forcefully(stream)
+            raise
+        gzip = asked and _first(response.headers, b"content-encoding").lower() == "gzip"
+        return connection, response, gzip
+
+    async def _dial(self, url: str, scheme: str, hostname: str, port: int) -> trio.abc.Stream:
+        connect = self.connect or trio.open_tcp_stream
+        try:
+            stream = await connect(hostname, port)
+        except OSError as err:
+            endpoint = f"[{hostname}]:{port}" if ":" in hostname else f"{hostname}:{port}"
+            reason = f"dial tcp {endpoint}: {truncate(describe(err))}"
+            raise GetFailed(url, reason, host=hostname, port=port, dial=err) from err
+        if scheme != "https":
+            return stream
+        context = self.ssl_context or ssl.create_default_context()
+        tls = trio.SSLStream(stream, context, server_hostname=hostname, https_compatible=True)
+        try:
+            await tls.do_handshake()
+        except (OSError, trio.BrokenResourceError, ssl.SSLError) as err:
+            await trio.aclose_forcefully(stream)
+            raise GetFailed(url, truncate(describe(err))) from err
+        except BaseException:
+            await trio.aclose_forcefully(stream)
+            raise
+        return tls
+
+
+def _split(url: str) -> SplitResult:
+    try:
+        return urlsplit(url)
+    except ValueError as err:  # an IPv6 address without its closing bracket
+        raise GetFailed(url, f"invalid URL: {err}") from None
+
+
+def _authority(parts: SplitResult) -> str:
+    """``host[:port]`` of a URL, without user information (Go's ``URL.Host``)."""
+    return parts.netloc.rpartition("@")[2]

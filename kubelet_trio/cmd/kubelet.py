@@ -81,7 +81,7 @@ from kubelet_trio.options import (
 )
 
 # What only some configurations use is imported where it is used: the API client (--kubeconfig), the
-# CRI client (grpclib, asyncio; not for --runtime sim), the manifest URL source and run-once (httpx).
+# CRI client (not for --runtime sim), the manifest URL source and run-once (h11).
 if TYPE_CHECKING:
     from kubelet_trio.api import ManifestError, Pod
     from kubelet_trio.client import ApiClient

@@ -9,14 +9,20 @@ means "no pods" (an empty set, as upstream). A poll that fails in a way none of 
 of the parser only that body reaches) also keeps the last good set: it is contained at the ``manifest``
 boundary (logged once with the URL, counted), and that body is not parsed again until it changes.
 
-The httpx transport is injectable (``transport=httpx.MockTransport(...)`` in tests). httpx is imported
-when the source runs: a node without ``--manifest-url`` never loads it.
+The client is the node's HTTP/1.1 client (:class:`kubelet_trio.client.http1.Get`, h11), configured as
+Go's ``http.Client`` with its default transport: redirects followed to any host (at most 10 requests),
+gzip asked for and decoded (the 10 MiB bound counts decompressed bytes, so a small gzip bomb stops
+there), certificates verified against the system's trust store. Unlike Go, no proxy from the
+environment (``HTTP_PROXY``...) is used, and each poll has a connection of its own. It is imported when
+the source runs: a node without ``--manifest-url`` never loads it. Tests pass ``connect`` (an in-memory
+peer) to run under a MockClock.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import ssl
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -24,7 +30,7 @@ import attrs
 import trio
 import trio_util
 
-from kubelet_trio import defaults
+from kubelet_trio import __version__, defaults
 from kubelet_trio.api import ManifestError, Pod, parse_manifest
 from kubelet_trio.api.manifest import MAX_MANIFEST_BYTES, manifest_too_large
 from kubelet_trio.boundary import BoundaryErrors, contain
@@ -33,7 +39,7 @@ from kubelet_trio.config.types import HTTP_SOURCE, SourceSet
 from kubelet_trio.logs import kv
 
 if TYPE_CHECKING:
-    import httpx
+    from kubelet_trio.client.http1 import Connect
 
 __all__ = [
     "HTTP_CHECK_FREQUENCY",
@@ -52,6 +58,8 @@ HTTP_CHECK_FREQUENCY = defaults.HTTP_CHECK_FREQUENCY
 HTTP_TIMEOUT = 10.0
 #: Repeats of one failure reason logged at WARNING before dropping to DEBUG (upstream: the first 3).
 LOUD_FAILURES = 3
+#: Sent unless ``--manifest-url-header`` gives one (Go sends its library's, ``Go-http-client/1.1``).
+USER_AGENT = f"kubelet-trio/{__version__}"
 
 
 def parse_manifest_url_headers(values: Sequence[str]) -> dict[str, list[str]]:
@@ -74,34 +82,39 @@ class ManifestFetchError(Exception):
 
 
 async def fetch_manifest_body(
-    client: httpx.AsyncClient, url: str, headers: Sequence[tuple[str, str]] = ()
+    url: str,
+    headers: Sequence[tuple[str, str]] = (),
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    connect: Connect | None = None,
 ) -> bytes:
     """The body of a 200 answer to ``GET url``, never more than :data:`MAX_MANIFEST_BYTES` of it in memory.
 
-    Raises :class:`ManifestFetchError` for another status, :class:`ManifestError` (naming the URL and the
-    limit) for a body over the limit; httpx errors pass through. The caller bounds it in time.
+    Raises :class:`ManifestFetchError` when no answer came or with another status, :class:`ManifestError`
+    (naming the URL and the limit) for a body over the limit. ``ssl_context`` verifies ``https`` URLs
+    (None: the system's trust store, loaded for this call). The caller bounds it in time.
     """
-    async with client.stream("GET", url, headers=headers) as response:
-        if response.status_code != 200:
-            raise ManifestFetchError(f"HTTP status {response.status_code}")
-        declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > MAX_MANIFEST_BYTES:
-            raise manifest_too_large(url)
-        chunks: list[bytes] = []
-        size = 0
-        # Leaving the loop at a chunk would abandon httpx's nested async generators half-way; a
-        # cancellation raised inside the next read unwinds (and so finishes) every one of them.
-        with trio.CancelScope() as reading:
-            async for chunk in response.aiter_bytes():
-                size += len(chunk)
-                if size > MAX_MANIFEST_BYTES:
-                    reading.cancel()
-                    chunks.clear()
-                if not reading.cancel_called:
-                    chunks.append(chunk)
-        if reading.cancel_called:
-            raise manifest_too_large(url)
-    return b"".join(chunks)
+    from kubelet_trio.client.http1 import Get, TransportError
+
+    # Go sends the URL's host whatever a Host header says (http.Request.Write skips the field)
+    fields = [(key, value) for key, value in headers if key.lower() != "host"]
+    if not any(key.lower() == "user-agent" for key, _ in fields):
+        fields.append(("User-Agent", USER_AGENT))
+    get = Get(url, fields, ssl_context=ssl_context, compressed=True, connect=connect)
+    try:
+        async with get.open() as answer:
+            if answer.status_code != 200:
+                raise ManifestFetchError(f"HTTP status {answer.status_code}")
+            declared = answer.headers.get("content-length", "") or ""
+            identity = (answer.headers.get("content-encoding") or "identity").lower() == "identity"
+            if identity and declared.isdigit() and int(declared) > MAX_MANIFEST_BYTES:
+                raise manifest_too_large(url)
+            body = await answer.read(MAX_MANIFEST_BYTES + 1)
+    except TransportError as err:
+        raise ManifestFetchError(str(err)) from err
+    if len(body) > MAX_MANIFEST_BYTES:
+        raise manifest_too_large(url)
+    return body
 
 
 @attrs.define(eq=False)
@@ -113,7 +126,8 @@ class HttpSource:
     updates: trio.MemorySendChannel[SourceSet]
     headers: Mapping[str, Sequence[str]] = attrs.field(factory=dict)
     check_period: float = HTTP_CHECK_FREQUENCY
-    transport: httpx.AsyncBaseTransport | None = None
+    #: Opens the connections (None: TCP); tests pass in-memory peers.
+    connect: Connect | None = None
     #: Where contained failures are counted (None: only logged).
     boundary_errors: BoundaryErrors | None = None
     _last_body: bytes | None = attrs.field(default=None, init=False)
@@ -122,16 +136,13 @@ class HttpSource:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Fetch once, report started (whether or not that worked), then poll until cancelled."""
-        import httpx
-
-        async with (
-            self.updates,
-            httpx.AsyncClient(transport=self.transport, timeout=None, follow_redirects=True) as client,
-        ):
+        async with self.updates:
+            # the trust store is read once, not at every poll (an https:// redirect target needs it too)
+            context = ssl.create_default_context()
             started = False
             async with contextlib.aclosing(trio_util.periodic(self.check_period)) as ticks:
                 async for _ in ticks:
-                    await self._poll(client)
+                    await self._poll(context)
                     if not started:
                         started = True
                         task_status.started()
@@ -147,25 +158,22 @@ class HttpSource:
             extra=kv(url=self.url, reason=reason),
         )
 
-    async def _poll(self, client: httpx.AsyncClient) -> None:
+    async def _poll(self, context: ssl.SSLContext) -> None:
         with contain("manifest", self.boundary_errors, url=self.url) as polling:
-            pods = await self._read(client)
+            pods = await self._read(context)
         if polling.error is None and pods is not None:
             await self.updates.send(SourceSet(HTTP_SOURCE, pods))
 
-    async def _read(self, client: httpx.AsyncClient) -> tuple[Pod, ...] | None:
+    async def _read(self, context: ssl.SSLContext) -> tuple[Pod, ...] | None:
         """The pods to send, or None: nothing new (failures are logged and keep the last good set)."""
-        import httpx
-
         header_pairs = [(key, value) for key, values in self.headers.items() for value in values]
         try:
             with trio.fail_after(HTTP_TIMEOUT):
-                body = await fetch_manifest_body(client, self.url, header_pairs)
+                body = await fetch_manifest_body(
+                    self.url, header_pairs, ssl_context=context, connect=self.connect
+                )
         except trio.TooSlowError:
             self._fail(f"no response within {HTTP_TIMEOUT:g}s")
-            return None
-        except httpx.HTTPError as err:
-            self._fail(f"{type(err).__name__}: {err}")
             return None
         except ManifestFetchError as err:
             self._fail(str(err))

@@ -6,7 +6,8 @@ running and its failure kills the container. Like Go:
 
 - exec runs through CRI ExecSync with no timeout of its own; a non-zero exit is a failure;
 - httpGet goes to the pod IP by default, follows same-host redirects only, skips certificate checks, and
-  fails only when no response arrives — the status code is not checked;
+  fails only when no response arrives — the status code is not checked, the body not read (the client
+  is the probes', :func:`kubelet_trio.prober.probe.http.http_get`);
 - sleep waits ``seconds``.
 """
 
@@ -23,7 +24,7 @@ from kubelet_trio.cri.runtime import RuntimeService
 from kubelet_trio.logs import kobj, kv
 from kubelet_trio.prober.probe import ProbeError
 from kubelet_trio.prober.probe.exec import run_in_container
-from kubelet_trio.prober.probe.http import http_get, new_client, request_for_action
+from kubelet_trio.prober.probe.http import http_get, request_for_action
 
 __all__ = ["HandlerRunner", "HookError"]
 
@@ -72,11 +73,11 @@ class HandlerRunner:
                 )
             return
         if handler.http_get is not None:
-            import httpx  # only for httpGet hooks
+            from kubelet_trio.client.errors import TransportError  # only for httpGet hooks
 
             try:
                 await self._http(pod, container, handler)
-            except (httpx.HTTPError, ValueError, ProbeError) as err:
+            except (TransportError, ValueError, ProbeError) as err:
                 raise HookError(
                     f'HTTP lifecycle hook ({handler.http_get.path}) for Container "{name}" in Pod '
                     f'"{_format_pod(pod)}" failed - error: {err}'
@@ -97,9 +98,8 @@ class HandlerRunner:
                 raise ValueError("failed to find networking container: the pod has no IP")
             host = ips[0]
         url, headers = request_for_action(action, container, host, purpose="lifecycle")
-        async with new_client() as client:
-            response, _ = await http_get(client, url, headers)
+        status = await http_get(url, headers)
         logger.debug(
             "HTTP lifecycle hook answered",
-            extra=kv(pod=kobj(pod), uid=pod.uid, container=container.name, status=response.status_code),
+            extra=kv(pod=kobj(pod), uid=pod.uid, container=container.name, status=status),
         )

@@ -30,7 +30,6 @@ from kubelet_trio.container.types import ContainerState, PodStatus
 from kubelet_trio.cri.runtime import RuntimeService
 from kubelet_trio.logs import kobj, kv
 from kubelet_trio.prober.metrics import ProbeMetrics
-from kubelet_trio.prober.probe.http import open_shared_client
 from kubelet_trio.prober.prober import Prober, probe_spec
 from kubelet_trio.prober.results import ProbeKind, ProbeResult, ProbeUpdate, ResultsManager
 from kubelet_trio.prober.worker import ProbeWorker
@@ -88,11 +87,11 @@ class ProbeManager:
         self._send, self.updates = trio.open_memory_channel[ProbeUpdate](UPDATES_CAPACITY)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Run the workers; one HTTP client and one asyncio thread (gRPC probes, started at the first)
-        serve all their probes and are closed once the workers have ended."""
+        """Run the workers; one asyncio thread (gRPC probes, started at the first) serves all their
+        probes and is joined once the workers have ended. httpGet probes need no shared client: each
+        request has a connection of its own, as Go's prober."""
         self.started_at = trio.current_time()
-        async with open_shared_client() as client, open_lazy_asyncio_thread() as asyncio_thread:
-            self.prober.http_client = client
+        async with open_lazy_asyncio_thread() as asyncio_thread:
             self.prober.asyncio_thread = asyncio_thread
             try:
                 async with trio.open_nursery() as nursery:
@@ -101,7 +100,6 @@ class ProbeManager:
                     await trio.sleep_forever()
             finally:
                 self._nursery = None
-                self.prober.http_client = None
                 self.prober.asyncio_thread = None
 
     # -- what workers use ---------------------------------------------------------------------------

@@ -21,14 +21,7 @@ from kubelet_trio.cri.runtime import RuntimeService
 from kubelet_trio.logs import kobj, kv
 from kubelet_trio.prober.probe import ProbeError, Result
 from kubelet_trio.prober.probe.exec import exec_probe
-from kubelet_trio.prober.probe.http import (
-    SharedClient,
-    http_probe,
-    http_timeout_output,
-    new_client,
-    request_for_action,
-    resolve_container_port,
-)
+from kubelet_trio.prober.probe.http import HttpProbe, request_for_action, resolve_container_port
 from kubelet_trio.prober.probe.tcp import tcp_probe, tcp_timeout_output
 from kubelet_trio.prober.results import ProbeKind, ProbeResult
 
@@ -63,7 +56,6 @@ class Prober:
 
     runtime: RuntimeService
     events: PodEvent | None = None
-    http_client: SharedClient | None = None  # the manager's while it runs; else one per request
     asyncio_thread: LazyAsyncioThread | None = None  # the manager's while it runs; else one per gRPC probe
     host_override: str | None = None
 
@@ -125,12 +117,10 @@ class Prober:
             return await exec_probe(self.runtime, container_id, command, timeout)
         if spec.http_get is not None:
             request = request_for_action(spec.http_get, container, self._host(spec.http_get.host, pod_ip))
+            http = HttpProbe(request)
             with trio.move_on_after(timeout):
-                if self.http_client is not None:
-                    return await http_probe(self.http_client.get(), request)
-                async with new_client() as client:
-                    return await http_probe(client, request)
-            return Result.FAILURE, http_timeout_output(request)
+                return await http.run()
+            return http.timed_out()
         if spec.tcp_socket is not None:
             port = resolve_container_port(spec.tcp_socket.port, container)
             host = self._host(spec.tcp_socket.host, pod_ip)

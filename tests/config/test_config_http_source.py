@@ -1,4 +1,4 @@
-"""The manifest-URL source through PodConfig, with httpx.MockTransport and a MockClock."""
+"""The manifest-URL source through PodConfig, with in-memory peers (``tests.http_peers``) and a MockClock."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import trio
 from kubelet_trio.config import HttpSource, PodConfig, PodOperation, PodUpdate, parse_manifest_url_headers
 from kubelet_trio.logs import format_fields
 from tests.config.conftest import fixed_now, no_update, summary
+from tests.http_peers import from_handler
 
 URL = "http://config.example/pods"
 PERIOD = 20.0
@@ -60,7 +61,7 @@ async def recv(updates: trio.MemoryReceiveChannel[PodUpdate]) -> PodUpdate:
 async def start(nursery: trio.Nursery, server: Server, **kwargs: Any) -> PodConfig:
     config = PodConfig(sources=("http",), now=fixed_now)
     source = HttpSource(
-        URL, "node-1", config.source_channel("http"), transport=httpx.MockTransport(server.handle), **kwargs
+        URL, "node-1", config.source_channel("http"), connect=from_handler(server.handle).connect, **kwargs
     )
     await nursery.start(config.run)
     await nursery.start(source.run)
@@ -111,7 +112,7 @@ async def test_http_op_sequence(
         assert await no_update(updates, 2 * PERIOD)
         server.hang = False
     text = "\n".join(f"{r.getMessage()} {format_fields(r)}" for r in caplog.records)
-    for reason in ("HTTP status 500", "ConnectError", "error(s) in the body", "no response within 10s"):
+    for reason in ("HTTP status 500", "connection refused", "error(s) in the body", "no response within 10s"):
         assert reason in text
     assert f"url={URL}" in text
 

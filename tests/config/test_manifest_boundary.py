@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import trio
 import trio.testing
@@ -24,6 +23,7 @@ from kubelet_trio.logs import format_fields, record_fields
 from tests.config.conftest import fixed_now, inline_run_sync, no_update, summary
 from tests.config.test_config_file_source import manifest
 from tests.config.test_config_http_source import URL, Server, pod
+from tests.http_peers import from_handler
 
 ADD, UPDATE, REMOVE = PodOperation.ADD, PodOperation.UPDATE, PodOperation.REMOVE
 PERIOD = 20.0
@@ -157,7 +157,7 @@ async def start_http_source(nursery: trio.Nursery, server: Server, errors: Bound
         URL,
         NODE,
         config.source_channel("http"),
-        transport=httpx.MockTransport(server.handle),
+        connect=from_handler(server.handle).connect,
         boundary_errors=errors,
     )
     await nursery.start(config.run)

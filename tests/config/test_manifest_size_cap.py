@@ -23,6 +23,7 @@ from kubelet_trio.runonce import fetch_manifest_url
 from tests.config.conftest import fixed_now, inline_run_sync, no_update, summary
 from tests.config.test_config_file_source import manifest, recv
 from tests.config.test_config_http_source import pod
+from tests.http_peers import from_handler
 
 ADD = PodOperation.ADD
 NODE = "node-1"
@@ -122,7 +123,7 @@ async def test_http_body_over_the_limit_keeps_the_last_good_set(
         return httpx.Response(200, headers=headers, stream=body)
 
     config = PodConfig(sources=("http",), now=fixed_now)
-    source = HttpSource(URL, NODE, config.source_channel("http"), transport=httpx.MockTransport(handle))
+    source = HttpSource(URL, NODE, config.source_channel("http"), connect=from_handler(handle).connect)
     await nursery.start(config.run)
     await nursery.start(source.run)
     assert summary(await recv(config.updates)) == (ADD, ("web-node-1",))
@@ -147,8 +148,8 @@ async def test_http_body_over_the_limit_keeps_the_last_good_set(
 
 async def test_run_once_url_over_the_limit_is_an_error(autojump_clock: trio.testing.MockClock) -> None:
     body = EndlessBody()
-    transport = httpx.MockTransport(lambda request: httpx.Response(200, stream=body))
-    pods, errors = await fetch_manifest_url(URL, NODE, transport=transport)
+    peers = from_handler(lambda request: httpx.Response(200, stream=body))  # type: ignore[arg-type]
+    pods, errors = await fetch_manifest_url(URL, NODE, connect=peers.connect)
     assert pods == ()
     assert [str(e) for e in errors] == [f"{URL}:1: manifest is {LIMIT}; refused"]
     assert MAX_MANIFEST_BYTES < body.sent <= MAX_MANIFEST_BYTES + 2 * CHUNK

@@ -16,6 +16,7 @@ from kubelet_trio.kubelet import KubeletConfig
 from kubelet_trio.runonce import RunOnceSettings, fetch_manifest_url, run_once
 from kubelet_trio.runonce_report import RunOnceReport
 from kubelet_trio.sim.runtime import SimRuntime
+from tests.http_peers import from_handler
 from tests.runonce.pods import BAD_ONCE, CRASH, GOOD_JOB, WEB, missing_image, write_manifests
 
 NODE = "node-1"
@@ -174,12 +175,12 @@ items:
         seen.append(request)
         return httpx.Response(200, content=body) if request.url.path == "/pods" else httpx.Response(404)
 
-    transport = httpx.MockTransport(answer)
+    connect = from_handler(answer).connect
     pods, errors = await fetch_manifest_url(
-        "http://config.test/pods", NODE, {"X-Token": ["t"]}, transport=transport
+        "http://config.test/pods", NODE, {"X-Token": ["t"]}, connect=connect
     )
     assert errors == () and [p.name for p in pods] == ["a-node-1", "b-node-1"]
     assert pods[0].annotations["kubernetes.io/config.source"] == "http"
     assert seen[0].headers["x-token"] == "t"
-    pods, errors = await fetch_manifest_url("http://config.test/missing", NODE, transport=transport)
+    pods, errors = await fetch_manifest_url("http://config.test/missing", NODE, connect=connect)
     assert pods == () and "HTTP status 404" in str(errors[0])

@@ -1,20 +1,24 @@
 """httpGet probes and lifecycle hooks (Go: ``pkg/probe/http/{http.go,request.go}``).
 
 A GET to ``scheme://host:port/path`` (host defaults to the pod IP; a named port is looked up in the
-container's ports) with ``User-Agent: kube-probe/<version>``, ``Accept: */*`` and the probe's headers.
-Redirects to the same host are followed (at most 10); a redirect to another host is not followed and
-counts as success with a warning. Status 200-399 is success; a connection error, a timeout or any
-other status is failure. TLS certificates are not verified, and connections are not kept alive.
-The caller bounds the probe with its timeout and reports :func:`http_timeout_output` when it runs out.
-httpx is imported when the first request is made: a node whose pods have no httpGet probe or hook never
-loads it.
+container's ports) with ``User-Agent: kube-probe/<version>``, ``Accept: */*`` and the probe's headers
+(``Host`` among them sets the request's host). Redirects to the same host name are followed (at most 10
+requests); a redirect to another host is not followed and counts as success with a warning. Status
+200-399 is success; no answer (refused, reset, malformed, a redirect loop) or any other status is
+failure, the first 10 KiB of the body its output; a body that breaks off, or the timeout while reading
+it, is an error (the result is not counted), as in Go. TLS certificates are not verified, and every
+request has a connection of its own (``Connection: close``: Go's prober disables keep-alive), with no
+``Accept-Encoding``.
+
+The client is :class:`kubelet_trio.client.http1.Get` (h11), imported at the first request: a node whose
+pods have no httpGet probe or hook never loads it. The caller bounds a probe with its timeout and asks
+:meth:`HttpProbe.timed_out` for the outcome when it runs out.
 """
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import logging
-from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -26,18 +30,19 @@ from kubelet_trio.prober.probe.tcp import dial_error_output, join_host_port
 from kubelet_trio.version import KUBERNETES_MINOR
 
 if TYPE_CHECKING:
-    import httpx
+    import ssl
+
+    from kubelet_trio.client.http1 import Connect, Get
 
 __all__ = [
+    "BODY_TIMEOUT",
     "KUBE_VERSION",
-    "MAX_REDIRECTS",
+    "HttpProbe",
     "HttpRequest",
-    "SharedClient",
     "http_get",
     "http_probe",
     "http_timeout_output",
-    "new_client",
-    "open_shared_client",
+    "insecure_tls_context",
     "request_for_action",
     "resolve_container_port",
 ]
@@ -45,50 +50,23 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 KUBE_VERSION = KUBERNETES_MINOR  # in the User-Agent, as Go: kube-probe/1.36
-MAX_REDIRECTS = 10
 
-HttpRequest = tuple[str, dict[str, str]]
-"""``(url, headers)``."""
+HttpRequest = tuple[str, list[tuple[str, str]]]
+"""``(url, header fields)``; a name may come more than once (Go's ``http.Header``)."""
 
-
-def new_client() -> httpx.AsyncClient:
-    """The prober's client: no certificate checks, no keep-alive, no proxies from the environment."""
-    import httpx
-
-    return httpx.AsyncClient(
-        verify=False,
-        trust_env=False,
-        follow_redirects=False,
-        timeout=None,  # the caller's Trio deadline is the timeout
-        limits=httpx.Limits(max_keepalive_connections=0),
-    )
+#: Go's message when the probe's timeout ends the wait for the body (``http.Client``'s body reader).
+BODY_TIMEOUT = "context deadline exceeded (Client.Timeout or context cancellation while reading body)"
 
 
-@attrs.define(eq=False)
-class SharedClient:
-    """One :func:`new_client` for many probes, made at the first one (:func:`open_shared_client`)."""
+@functools.cache
+def insecure_tls_context() -> ssl.SSLContext:
+    """TLS without certificate or host name checks (Go's prober: ``InsecureSkipVerify``), made once."""
+    import ssl
 
-    _client: httpx.AsyncClient | None = None
-
-    def get(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = new_client()
-        return self._client
-
-    async def aclose(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
-
-
-@contextlib.asynccontextmanager
-async def open_shared_client() -> AsyncIterator[SharedClient]:
-    """A :class:`SharedClient`, closed when the block exits."""
-    shared = SharedClient()
-    try:
-        yield shared
-    finally:
-        await shared.aclose()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 def resolve_container_port(port: int | str | None, container: Container) -> int:
@@ -111,10 +89,20 @@ def resolve_container_port(port: int | str | None, container: Container) -> int:
     raise ProbeError(f"invalid port number: {number}")
 
 
+def _canonical(name: str) -> str:
+    """Go's ``CanonicalMIMEHeaderKey``: ``x-probe`` → ``X-Probe``; a name with a character no field name
+    has is left as it is."""
+    if not name or any(not (c.isascii() and (c.isalnum() or c in "!#$%&'*+-.^_`|~")) for c in name):
+        return name
+    return "-".join(part[:1].upper() + part[1:].lower() for part in name.split("-"))
+
+
 def request_for_action(
     action: HTTPGetAction, container: Container, pod_ip: str, purpose: str = "probe"
 ) -> HttpRequest:
-    """``NewRequestForHTTPGetAction``: the URL and headers of a probe or hook request."""
+    """``NewRequestForHTTPGetAction``: the URL and header fields of a probe or hook request. Each of the
+    action's headers is added under its canonical name (a name given twice is sent twice);
+    ``User-Agent`` and ``Accept: */*`` unless given, an empty ``Accept`` removing it."""
     scheme = (action.scheme or "http").lower()
     host = action.host or pod_ip
     port = resolve_container_port(action.port, container)
@@ -122,75 +110,81 @@ def request_for_action(
     if path and not path.startswith("/"):
         path = "/" + path
     url = f"{scheme}://{join_host_port(host, port)}{path}"
-    headers: dict[str, str] = {}
-    for header in action.http_headers or ():
-        headers[header.name or ""] = header.value or ""
-    lowered = {k.lower(): k for k in headers}
-    if "user-agent" not in lowered:
-        headers["User-Agent"] = f"kube-{purpose}/{KUBE_VERSION}"
-    if "accept" not in lowered:
-        headers["Accept"] = "*/*"
-    elif headers[lowered["accept"]] == "":
-        del headers[lowered["accept"]]
+    headers = [(_canonical(header.name or ""), header.value or "") for header in action.http_headers or ()]
+    names = [name for name, _ in headers]
+    if "User-Agent" not in names:
+        headers.append(("User-Agent", f"kube-{purpose}/{KUBE_VERSION}"))
+    if "Accept" not in names:
+        headers.append(("Accept", "*/*"))
+    elif next(value for name, value in headers if name == "Accept") == "":
+        headers = [(name, value) for name, value in headers if name != "Accept"]
     return url, headers
 
 
-async def _get_once(
-    client: httpx.AsyncClient, url: str, headers: Mapping[str, str]
-) -> tuple[httpx.Response, bytes]:
-    async with client.stream("GET", url, headers=dict(headers)) as response:
-        body = b""
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) >= MAX_OUTPUT_LENGTH:
-                body = body[:MAX_OUTPUT_LENGTH]
-                break
-    return response, body
+def http_timeout_output(url: str) -> str:
+    """Go's message for a probe whose timeout ran out before the answer's head came."""
+    return f'Get "{url}": context deadline exceeded (Client.Timeout exceeded while awaiting headers)'
 
 
-async def http_get(
-    client: httpx.AsyncClient, url: str, headers: Mapping[str, str]
-) -> tuple[httpx.Response, bytes]:
-    """GET, following redirects to the same host only (Go's ``RedirectChecker(false)``). Raises
-    httpx.HTTPError, or ValueError after 10 redirects."""
-    import httpx
+def _get(url: str, headers: list[tuple[str, str]], *, compressed: bool, connect: Connect | None) -> Get:
+    from kubelet_trio.client.http1 import Get  # h11: loaded at the first probe or hook
 
-    first_host = httpx.URL(url).host
-    current = url
-    for hop in range(MAX_REDIRECTS + 1):
-        response, body = await _get_once(client, current, headers)
-        if not response.has_redirect_location or response.next_request is None:
-            return response, body
-        target = response.next_request.url
-        if target.host != first_host:
-            return response, body  # not followed: the 3xx answer is the result
-        if hop == MAX_REDIRECTS:
-            break
-        current = str(target)
-    raise ValueError(f'Get "{current}": stopped after {MAX_REDIRECTS} redirects')
+    tls = insecure_tls_context() if url.startswith("https:") else None
+    return Get(url, headers, other_hosts=False, ssl_context=tls, compressed=compressed, connect=connect)
 
 
-def http_timeout_output(request: HttpRequest) -> str:
-    return f'Get "{request[0]}": context deadline exceeded (Client.Timeout exceeded while awaiting headers)'
+@attrs.define(eq=False)
+class HttpProbe:
+    """One httpGet probe (``DoHTTPProbe``). The caller bounds :meth:`run` with the probe's timeout and,
+    when it runs out, takes :meth:`timed_out` instead: Go's failure while it waited for the answer's
+    head, a :class:`ProbeError` while it read the body. ``connect``: tests' in-memory peers."""
+
+    request: HttpRequest
+    connect: Connect | None = None
+    _get: Get | None = attrs.field(default=None, init=False)
+    _reading: bool = attrs.field(default=False, init=False)
+
+    async def run(self) -> tuple[Result, str]:
+        from kubelet_trio.client.http1 import GetFailed, TransportError
+
+        url, headers = self.request
+        self._get = get = _get(url, headers, compressed=False, connect=self.connect)
+        try:
+            async with get.open() as answer:
+                self._reading = True
+                try:
+                    body = await answer.read(MAX_OUTPUT_LENGTH)  # beyond it, not read: Go's output limit
+                except TransportError as err:
+                    raise ProbeError(str(err)) from err
+        except GetFailed as err:
+            if err.dial is not None:
+                return Result.FAILURE, f'Get "{err.url}": {dial_error_output(err.host, err.port, err.dial)}'
+            return Result.FAILURE, str(err)
+        text = body.decode("utf-8", "replace")
+        status = answer.status_code
+        if 200 <= status < 400:
+            if status >= 300:
+                logger.debug("probe terminated redirects", extra=kv(url=answer.url, status=status))
+                return Result.WARNING, f"Probe terminated redirects, Response body: {text}"
+            return Result.SUCCESS, text
+        # Go keeps the body out of this message (kubernetes#99425)
+        return Result.FAILURE, f"HTTP probe failed with statuscode: {status}"
+
+    def timed_out(self) -> tuple[Result, str]:
+        """The outcome when the timeout ended :meth:`run`."""
+        if self._reading:
+            raise ProbeError(BODY_TIMEOUT)
+        return Result.FAILURE, http_timeout_output(self._get.current if self._get else self.request[0])
 
 
-async def http_probe(client: httpx.AsyncClient, request: HttpRequest) -> tuple[Result, str]:
-    """``DoHTTPProbe``."""
-    import httpx
+async def http_probe(request: HttpRequest) -> tuple[Result, str]:
+    """``DoHTTPProbe`` with no deadline of its own (the prober's is in :class:`HttpProbe`)."""
+    return await HttpProbe(request).run()
 
-    url, headers = request
-    try:
-        response, body = await http_get(client, url, headers)
-    except httpx.ConnectError as err:
-        target = httpx.URL(url)
-        port = target.port or (443 if target.scheme == "https" else 80)
-        return Result.FAILURE, f'Get "{url}": {dial_error_output(target.host, port, err)}'
-    except (httpx.HTTPError, ValueError) as err:
-        return Result.FAILURE, str(err) if str(err).startswith("Get ") else f'Get "{url}": {err}'
-    text = body.decode("utf-8", "replace")
-    if 200 <= response.status_code < 400:
-        if response.status_code >= 300:
-            logger.debug("probe terminated redirects", extra=kv(url=url, status=response.status_code))
-            return Result.WARNING, f"Probe terminated redirects, Response body: {text}"
-        return Result.SUCCESS, text
-    return Result.FAILURE, f"HTTP probe failed with statuscode: {response.status_code}"
+
+async def http_get(url: str, headers: list[tuple[str, str]], *, connect: Connect | None = None) -> int:
+    """A lifecycle hook's GET: the answer's status, which Go does not check; its body is not read.
+    Unlike a probe it asks for gzip, as Go's hook client (a default transport) does. Raises
+    :class:`~kubelet_trio.client.http1.GetFailed` when no answer came."""
+    async with _get(url, headers, compressed=True, connect=connect).open() as answer:
+        return answer.status_code
