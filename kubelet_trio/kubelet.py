@@ -20,7 +20,7 @@ import attrs
 import trio
 import trio_util
 
-from kubelet_trio import defaults
+from kubelet_trio import allocation, defaults
 from kubelet_trio.api import Pod
 from kubelet_trio.api.pod import TERMINAL_PHASES
 from kubelet_trio.api.status import PodCondition as ApiPodCondition
@@ -49,6 +49,7 @@ from kubelet_trio.images import ImageGCManager
 from kubelet_trio.images.gc import NodeEventSink
 from kubelet_trio.kuberuntime.gc import GCPolicy
 from kubelet_trio.kuberuntime.manager import (
+    ACTION_RESIZE_POD_IN_PLACE,
     KubeRuntimeManager,
     running_pod_from_status,
 )
@@ -275,6 +276,8 @@ class Kubelet:
     _eviction_manager: EvictionManager
     _container_log_manager: ContainerLogManager
     _device_manager: DeviceManager | None = None
+    # in-place resize: allocated resources, resize admission and its conditions (None: no resizes)
+    _allocation_manager: allocation.AllocationManager | None = None
     # the pod cgroup tree and the system OOM watcher (None: pods stay in the runtime's default cgroup)
     _container_manager: ContainerManager | None = None
     _oom_watcher: OOMWatcher | None = None
@@ -359,6 +362,8 @@ class Kubelet:
             await nursery.start(self._image_gc_manager.run)
             if self._device_manager is not None:
                 await nursery.start(self._device_manager.run)
+            if self._allocation_manager is not None:
+                await nursery.start(self._allocation_manager.run)
             if self._shutdown_manager.enabled:
                 await nursery.start(self._shutdown_manager.run)
                 trigger = ShutdownSocket(socket_path(self.config.root_dir), self._shutdown_manager)
@@ -599,6 +604,10 @@ class Kubelet:
             return True
         if pod.is_terminal or self._pod_workers.is_known(pod.uid):
             return False
+        am = self._allocation_manager
+        if am is not None:  # Go AddPod: admitted with its allocated resources, against the others'
+            pod = am.update_pod_from_allocation(pod)[0]
+            active_pods = allocation.allocated_pods_view(am, active_pods)
         # Go's admit handlers in order: eviction, sysctls, then the predicates (the pod count first)
         rejection = (
             self._eviction_manager.admit(pod) or self._sysctls.admit(pod) or self._shutdown_manager.admit(pod)
@@ -610,6 +619,8 @@ class Kubelet:
         if rejection is None and self._admit is not None:
             rejection = self._admit(pod, active_pods())  # not known yet, so not among them
         if rejection is None:
+            if am is not None:
+                allocation.on_pod_admitted(am, pod)
             return False
         self.rejected.add(pod.uid)
         message = f"Pod was rejected: {rejection.message}"
@@ -626,7 +637,10 @@ class Kubelet:
 
     def handle_pod_updates(self, pods: Iterable[Pod]) -> None:
         for pod in pods:
+            old = self._pod_manager.get(pod.uid)
             self._pod_manager.add_or_update(pod)
+            if self._allocation_manager is not None:
+                allocation.on_pod_updated(self._allocation_manager, old, pod)
             if pod.uid in self.rejected and not (pod.metadata and pod.metadata.deletion_timestamp):
                 continue  # never started; a deletion still goes to the workers, which finish it at once
             self._pod_workers.update_pod(UpdatePodOptions(UpdateType.UPDATE, pod=pod))
@@ -635,7 +649,10 @@ class Kubelet:
         """Go ``HandlePodReconcile``: a status written by someone else (a readiness gate's condition) syncs
         the pod when it changes what the kubelet would report as Ready."""
         for pod in pods:
+            old = self._pod_manager.get(pod.uid)
             self._pod_manager.add_or_update(pod)
+            if self._allocation_manager is not None:
+                allocation.on_pod_reconciled(self._allocation_manager, old, pod)
             if pod.uid not in self.rejected and need_to_reconcile_pod_readiness(pod):
                 self._pod_workers.update_pod(UpdatePodOptions(UpdateType.SYNC, pod=pod))
 
@@ -647,6 +664,8 @@ class Kubelet:
             if not self.sources_ready:
                 continue  # housekeeping deletes it once every source has spoken
             self._pod_workers.update_pod(UpdatePodOptions(UpdateType.KILL, pod=pod))
+        if self._allocation_manager is not None:
+            allocation.on_pods_removed(self._allocation_manager, pods)
 
     def _handle_pleg(self, event: PodLifecycleEvent) -> None:
         if event.type is PodLifecycleEventType.CONTAINER_REMOVED:
@@ -778,6 +797,9 @@ class Kubelet:
                 )
             )
         self._status_manager.remove_orphaned(desired)
+        if self._allocation_manager is not None:  # Go: RemoveOrphanedPods of both states
+            self._allocation_manager.remove_orphaned_pods(set(desired) | set(known))
+            self._kube_runtime.remove_orphaned_actuated(set(desired) | set(known))
         self._kube_runtime.gc_backoffs()  # Go: kl.backOff.GC(), entries idle for twice the maximum
         keep = set(desired) | set(known)
         self._data_dirs_made.intersection_update(keep)
@@ -795,8 +817,9 @@ class Kubelet:
     def generate_status(self, pod: Pod, runtime_status: PodStatus, *, terminal: bool = False) -> ApiPodStatus:
         old = self._status_manager.get(pod.uid) or pod.status
         readiness, started = self._probe_manager.probe_status(pod, runtime_status)
+        am = self._allocation_manager
         return generate_api_pod_status(
-            pod,
+            am.update_pod_from_allocation(pod)[0] if am is not None else pod,  # Go: the allocated pod
             runtime_status,
             old_status=old,
             clock=self.clock,
@@ -805,6 +828,7 @@ class Kubelet:
             readiness=readiness,
             started=started,
             pod_is_terminal=terminal,
+            resize_conditions=am.resize_conditions(pod.uid) if am is not None else None,
         )
 
     async def sync_pod(self, update_type: UpdateType, pod: Pod, status: PodStatus) -> bool:
@@ -835,6 +859,11 @@ class Kubelet:
             retries then); return False: the pod is not terminal.
         """
         previous = self._status_manager.get(pod.uid)
+        am = self._allocation_manager
+        if am is not None:  # the pod runs with its allocated resources (in-place resize)
+            pod = am.update_pod_from_allocation(pod)[0]
+            in_progress = self._kube_runtime.is_pod_resize_in_progress(pod, status)
+            allocation.track_resize_in_progress(am, pod, in_progress)
         api_status = self.generate_status(pod, status)  # applies activeDeadlineSeconds too
         deadline_passed = api_status.reason == DEADLINE_EXCEEDED_REASON
         if deadline_passed and (previous is None or previous.reason != DEADLINE_EXCEEDED_REASON):
@@ -870,9 +899,15 @@ class Kubelet:
             # Go: a host-network pod's IPs are the node's (its env and /etc/hosts use them).
             status = attrs.evolve(status, ips=tuple(ip.ip or "" for ip in api_status.pod_ips or ()))
         result = await self._kube_runtime.sync_pod(pod, status, pull_secrets)
+        for step in result.failed:
+            if am is not None and step.action == ACTION_RESIZE_POD_IN_PLACE:
+                allocation.record_resize_error(am, pod, step.message)
         if result.steps:  # the runtime changed: report it now rather than after the next relist
             fresh = await self._refresh_cache(pod)
             if fresh is not None:
+                if am is not None:  # Go: a resize re-inspects the pod, which ends PodResizeInProgress
+                    in_progress = self._kube_runtime.is_pod_resize_in_progress(pod, fresh)
+                    allocation.track_resize_in_progress(am, pod, in_progress)
                 self._status_manager.set_pod_status(pod, self.generate_status(pod, fresh))
         else:
             self._pod_workers.untouched(pod.uid)

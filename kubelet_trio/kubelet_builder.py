@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from kubelet_trio.allocation import AllocationManager, standalone_resize_fit
 from kubelet_trio.api.container import Container
+from kubelet_trio.api.timefmt import format_time
 from kubelet_trio.apimode import ApiModeOptions
 from kubelet_trio.clock import WallClock
 from kubelet_trio.cm.allocatable import NodeAllocatable, read_node_allocatable
@@ -311,6 +313,21 @@ def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
         registry_pull_qps=config.registry_pull_qps,
         registry_burst=config.registry_burst,
         pod_cgroup_parent=container_manager.pod_cgroup_parent if container_manager is not None else None,
+        pod_cgroups=container_manager.pods if container_manager is not None else None,
+        checkpoint_dir=config.root_dir,
+        memory_capacity=allocatable.oom_memory_capacity,
+    )
+    # In-place resize (Go: allocation.NewManager): resizes fit against the Node (API mode) or this
+    # machine's allocatable (standalone)
+    allocation_manager = AllocationManager(
+        checkpoint_dir=config.root_dir,
+        admit=api.admit if api is not None else standalone_resize_fit(config.node_name, allocatable),
+        active_pods=calls.active_pods,
+        pod_by_uid=pod_manager.get,
+        trigger_sync=lambda pod: calls.request_sync(pod.uid),
+        now=lambda: format_time(clock.now()),
+        events=pod_events,
+        sources_ready=calls.sources_ready,
     )
     pleg = GenericPLEG(
         kube_runtime,
@@ -416,6 +433,7 @@ def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
         eviction_manager=eviction_manager,
         container_log_manager=container_log_manager,
         device_manager=device_manager,
+        allocation_manager=allocation_manager,
         container_manager=container_manager,
         oom_watcher=oom_watcher,
         sysctls=SysctlAllowlist.build(config.allowed_unsafe_sysctls),
@@ -547,6 +565,9 @@ class _KubeletCalls:
 
     def active_pods(self) -> list[Pod]:
         return self.kubelet.active_pods()
+
+    def request_sync(self, uid: str) -> None:
+        self.kubelet.request_sync(uid)
 
     def sources_ready(self) -> bool:
         return self.kubelet.sources_ready

@@ -63,6 +63,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "token",
         "apiobjects",
         "serviceinformer",
+        "allocation",
         "certificate",
         "cm",
         "apis",

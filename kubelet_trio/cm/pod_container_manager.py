@@ -92,6 +92,14 @@ class PodContainerManager:
             "created pod cgroup", extra=kv(pod=f"{pod.namespace}/{pod.name}", uid=pod.uid, cgroup=literal)
         )
 
+    async def set_pod_cgroup_config(self, pod: Pod, config: ResourceConfig) -> None:
+        """Write ``config``'s values to the pod's cgroup (in-place resize; Go ``SetPodCgroupConfig``)."""
+        name, literal = self.pod_container_name(pod)
+        await self.run_sync(self.cgroups.update, name, config)
+        logger.info(
+            "resized pod cgroup", extra=kv(pod=f"{pod.namespace}/{pod.name}", uid=pod.uid, cgroup=literal)
+        )
+
     async def get_all_pods_from_cgroups(self) -> dict[str, CgroupName]:
         """Pod uid → pod cgroup, for every ``pod<uid>`` cgroup in the tiers."""
         found: dict[str, CgroupName] = {}

@@ -20,6 +20,16 @@ class ContainerState(enum.Enum):
 
 
 @attrs.frozen
+class ContainerResources:
+    """The CPU and memory the runtime reports a container runs with (CRI ``LinuxContainerResources``)."""
+
+    cpu_shares: int = 0
+    cpu_quota: int = 0
+    cpu_period: int = 0
+    memory_limit: int = 0
+
+
+@attrs.frozen
 class ContainerStatus:
     """One container instance as the runtime reports it (kubecontainer.Status)."""
 
@@ -37,6 +47,7 @@ class ContainerStatus:
     reason: str = ""
     message: str = ""
     runtime_type: str = "containerd"  # "<type>://<id>" is the API's containerID
+    resources: ContainerResources | None = None  # None: the runtime reported none
 
     @property
     def container_id(self) -> str:

@@ -49,6 +49,7 @@ OPERATIONS = {
     "list_container_stats": "list_container_stats",
     "list_pod_sandbox_stats": "list_podsandbox_stats",
     "update_runtime_config": "update_runtime_config",
+    "update_container_resources": "update_container",
     "list_images": "list_images",
     "image_status": "image_status",
     "pull_image": "pull_image",
@@ -156,6 +157,13 @@ class InstrumentedRuntime:
         self, filter: pb.PodSandboxStatsFilter | None = None
     ) -> list[pb.PodSandboxStats]:
         return await self._call("list_pod_sandbox_stats", self.inner.list_pod_sandbox_stats(filter))
+
+    async def update_container_resources(
+        self, container_id: str, linux: pb.LinuxContainerResources | None
+    ) -> None:
+        return await self._call(
+            "update_container_resources", self.inner.update_container_resources(container_id, linux)
+        )
 
     async def update_runtime_config(self, runtime_config: pb.RuntimeConfig) -> None:
         return await self._call("update_runtime_config", self.inner.update_runtime_config(runtime_config))

@@ -288,6 +288,15 @@ class CriRuntime:
         )
         return list(resp.stats)
 
+    async def update_container_resources(
+        self, container_id: str, linux: pb.LinuxContainerResources | None
+    ) -> None:
+        await self._rt(
+            "UpdateContainerResources",
+            pb.UpdateContainerResourcesResponse,
+            pb.UpdateContainerResourcesRequest(container_id=container_id, linux=linux),
+        )
+
     async def update_runtime_config(self, runtime_config: pb.RuntimeConfig) -> None:
         await self._rt(
             "UpdateRuntimeConfig",

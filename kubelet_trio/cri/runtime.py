@@ -68,6 +68,12 @@ class RuntimeService(Protocol):
         self, container_id: str, verbose: bool = False
     ) -> pb.ContainerStatusResponse: ...
 
+    async def update_container_resources(
+        self, container_id: str, linux: pb.LinuxContainerResources | None
+    ) -> None:
+        """Set a container's CPU and memory in place (in-place pod resize)."""
+        ...
+
     async def reopen_container_log(self, container_id: str) -> None:
         """Make a running container write to a new file at its log path (after the kubelet rotated it)."""
         ...

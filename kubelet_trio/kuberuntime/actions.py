@@ -16,24 +16,31 @@ results (Go: ``kuberuntime_manager.go`` ``computePodActions``, ``kuberuntime_con
 4. nothing kept and nothing to start → kill the pod (sidecars cannot keep it alive).
 
 Ephemeral containers (added to a running pod for debugging) start once, whatever the initialization
-progress, as soon as the sandbox exists; they are never restarted and never keep a pod alive. In-place
-resize is not handled.
+progress, as soon as the sandbox exists; they are never restarted and never keep a pod alive.
+
+In-place resize (given ``actuated``, the resources last applied to each container): a running app
+container or sidecar otherwise kept whose allocated resources differ is either restarted (a changed
+resource whose ``resizePolicy`` is ``RestartContainer``) or listed in ``containers_to_update`` per
+resource (:mod:`kubelet_trio.kuberuntime.resize`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 import attrs
 
 from kubelet_trio.container.hash import hash_container
 from kubelet_trio.container.types import ContainerState, ContainerStatus, PodStatus
+from kubelet_trio.kuberuntime.resize import ContainerToUpdate, compute_container_resize, update_order_key
 from kubelet_trio.kuberuntime.sandbox import pod_sandbox_changed
 from kubelet_trio.prober.results import ProbeKind, ProbeResult
 
 if TYPE_CHECKING:
     from kubelet_trio.api import Container, Pod
+    from kubelet_trio.api.container import ResourceRequirements
 
 __all__ = [
     "NO_PROBE_RESULTS",
@@ -51,6 +58,9 @@ __all__ = [
     "is_init_container_failed",
     "should_container_be_restarted",
 ]
+
+#: container name -> the resources last applied to it (in-place resize)
+Actuated = Callable[[str], "ResourceRequirements | None"]
 
 # containerKillReason
 REASON_STARTUP_PROBE = "StartupProbe"
@@ -87,6 +97,10 @@ class PodActions:
     containers_to_kill: Mapping[str, ContainerToKill] = attrs.field(factory=dict)
     # Indices into spec.ephemeralContainers of those never started.
     ephemeral_containers_to_start: tuple[int, ...] = ()
+    # In-place resize: per resource ("memory", "cpu"), the running containers to update, in order.
+    containers_to_update: Mapping[str, tuple[ContainerToUpdate, ...]] = attrs.field(factory=dict)
+    # A container restarts for a resize: the pod cgroup is resized too.
+    update_pod_resources: bool = False
 
     def container_names_to_start(self, pod: Pod) -> list[str]:
         containers = (pod.spec.containers if pod.spec else None) or ()
@@ -212,6 +226,8 @@ class _Builder:
     to_start: list[int] = attrs.Factory(list)
     to_kill: dict[str, ContainerToKill] = attrs.Factory(dict)
     ephemeral_to_start: list[int] = attrs.Factory(list)
+    to_update: dict[str, list[ContainerToUpdate]] = attrs.Factory(dict)
+    update_pod_resources: bool = False
 
     def build(self) -> PodActions:
         return PodActions(
@@ -224,11 +240,16 @@ class _Builder:
             containers_to_start=tuple(self.to_start),
             containers_to_kill=dict(self.to_kill),
             ephemeral_containers_to_start=tuple(self.ephemeral_to_start),
+            containers_to_update={
+                resource: tuple(sorted(updates, key=functools.partial(update_order_key, resource)))
+                for resource, updates in self.to_update.items()
+            },
+            update_pod_resources=self.update_pod_resources,
         )
 
 
 def _compute_init_container_actions(
-    pod: Pod, status: PodStatus, probes: ProbeResults, changes: _Builder
+    pod: Pod, status: PodStatus, probes: ProbeResults, changes: _Builder, actuated: Actuated | None = None
 ) -> bool:
     """Sidecar path (``computeInitContainerActions``); returns whether the pod is initialized."""
     inits = _init_containers(pod)
@@ -264,7 +285,7 @@ def _compute_init_container_actions(
             if container.is_sidecar:
                 pod_has_initialized = (
                     _sidecar_running(
-                        container, i, i == last, current, probes, previously_initialized, changes
+                        container, i, i == last, current, probes, previously_initialized, changes, actuated
                     )
                     or pod_has_initialized
                 )
@@ -310,6 +331,7 @@ def _sidecar_running(
     probes: ProbeResults,
     previously_initialized: bool,
     changes: _Builder,
+    actuated: Actuated | None = None,
 ) -> bool:
     """A running sidecar; returns True when it completes the pod's initialization."""
     name = container.name or ""
@@ -340,11 +362,31 @@ def _sidecar_running(
             message = f"Init container {name} failed liveness probe"
             changes.to_kill[current.id] = ContainerToKill(name, REASON_LIVENESS_PROBE, message)
             changes.init_to_start.append(index)
+            return initialized
+    if actuated is not None and _resize(container, current, actuated, changes):
+        changes.init_to_start.append(index)
     return initialized
 
 
+def _resize(container: Container, current: ContainerStatus, actuated: Actuated, changes: _Builder) -> bool:
+    """Go ``computePodResizeAction`` for a running container: True when it must restart for it."""
+    decision = compute_container_resize(container, current.id, actuated(container.name or ""))
+    if decision is None:
+        return False
+    if decision.restart_message is not None:
+        changes.to_kill[current.id] = ContainerToKill(current.name, "", decision.restart_message)
+        changes.update_pod_resources = True
+        return True
+    for resource, update in decision.updates.items():
+        changes.to_update.setdefault(resource, []).append(update)
+    return False
+
+
 def compute_pod_actions(
-    pod: Pod, status: PodStatus, probe_results: ProbeResults = NO_PROBE_RESULTS
+    pod: Pod,
+    status: PodStatus,
+    probe_results: ProbeResults = NO_PROBE_RESULTS,
+    actuated: Actuated | None = None,
 ) -> PodActions:
     create, attempt, sandbox_id = pod_sandbox_changed(pod, status)
     changes = _Builder(kill_pod=create, create_sandbox=create, sandbox_id=sandbox_id, attempt=attempt)
@@ -404,7 +446,7 @@ def compute_pod_actions(
                     changes.next_init = next_index
             return changes.build()
     else:
-        initialized = _compute_init_container_actions(pod, status, probe_results, changes)
+        initialized = _compute_init_container_actions(pod, status, probe_results, changes, actuated)
         if changes.kill_pod or not initialized:
             return changes.build()
 
@@ -429,6 +471,9 @@ def compute_pod_actions(
         elif probe_results.get((ProbeKind.STARTUP, current.id)) is ProbeResult.FAILURE:
             message, reason = f"Container {name} failed startup probe", REASON_STARTUP_PROBE
         else:
+            if actuated is not None and _resize(container, current, actuated, changes):
+                changes.to_start.append(index)  # Go: not kept, so it does not keep the pod alive
+                continue
             keep += 1
             continue
         if restart:

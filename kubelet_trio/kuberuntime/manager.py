@@ -26,10 +26,14 @@ import attrs
 import trio
 
 from kubelet_trio import defaults
+from kubelet_trio.allocation.state import ACTUATED_PODS_STATE_FILE, ResourceState
 from kubelet_trio.clock import go_duration
+from kubelet_trio.cm.cgroup_manager import CgroupError
+from kubelet_trio.cm.helpers import ResourceConfig
 from kubelet_trio.container.hash import hash_container
 from kubelet_trio.container.runtime import PodSyncResult, SyncStep
 from kubelet_trio.container.types import (
+    ContainerResources,
     ContainerState,
     ContainerStatus,
     PodStatus,
@@ -81,6 +85,14 @@ from kubelet_trio.kuberuntime.labels import (
     parse_container_labels,
 )
 from kubelet_trio.kuberuntime.logs import make_dirs
+from kubelet_trio.kuberuntime.resize import (
+    ContainerToUpdate,
+    PodCgroupResizer,
+    ResizeError,
+    linux_resources_for,
+    validate_memory_resize,
+    values_of,
+)
 from kubelet_trio.kuberuntime.sandbox import generate_pod_sandbox_config, is_host_network_pod
 from kubelet_trio.kuberuntime.termination import termination_message
 from kubelet_trio.logs import kobj, kv
@@ -136,6 +148,8 @@ ACTION_KILL_CONTAINER = "KillContainer"
 ACTION_CREATE_POD_SANDBOX = "CreatePodSandbox"
 ACTION_CONFIG_POD_SANDBOX = "ConfigPodSandbox"
 ACTION_KILL_POD_SANDBOX = "KillPodSandbox"
+ACTION_RESIZE_POD_IN_PLACE = "ResizePodInPlace"
+ERR_RESIZE_POD_IN_PLACE = "ResizePodInPlaceError"
 # Sync errors
 ERR_CRASH_LOOP_BACKOFF = "CrashLoopBackOff"
 ERR_KILL_CONTAINER = "KillContainerError"
@@ -162,6 +176,18 @@ def _sandbox_ips(status: pb.PodSandboxStatus) -> tuple[str, ...]:
         return ()
     ips = [network.ip, *(p.ip for p in network.additional_ips)]
     return tuple(ip for ip in ips if ip)
+
+
+def _to_resources(status: pb.ContainerStatus) -> ContainerResources | None:
+    linux = status.resources.linux if status.resources is not None else None
+    if linux is None:
+        return None
+    return ContainerResources(
+        cpu_shares=linux.cpu_shares,
+        cpu_quota=linux.cpu_quota,
+        cpu_period=linux.cpu_period,
+        memory_limit=linux.memory_limit_in_bytes,
+    )
 
 
 def _to_sandbox_status(status: pb.PodSandboxStatus) -> SandboxStatus:
@@ -247,6 +273,11 @@ class KubeRuntimeManager:
             (no API server) runs every sandbox with the runtime's default handler.
         keyring: the node's registry credentials (docker config file, credential provider plugins:
             :func:`kubelet_trio.credentialprovider.node_keyring`), tried after the pod's pull secrets.
+        pod_cgroups: the pod cgroups an in-place resize resizes (None: none, pods run in the runtime's
+            cgroups).
+        checkpoint_dir: where ``actuated_pods_state`` (the resources each container was last given,
+            :mod:`kubelet_trio.allocation.state`) is kept; None: in memory.
+        memory_capacity: the node's memory, for the OOM score of a resized container.
     """
 
     _runtime: Runtime = attrs.field(alias="runtime")
@@ -272,6 +303,12 @@ class KubeRuntimeManager:
     keyring: DockerKeyring | None = attrs.field(default=None, kw_only=True)
     # the pod cgroup each sandbox runs under (the container manager's; None: the runtime's default)
     pod_cgroup_parent: Callable[[Pod], str] | None = attrs.field(default=None, kw_only=True)
+    # in-place resize: the pod cgroups to resize (None: none), where actuated_pods_state is kept (None:
+    # in memory), the node's memory capacity for the OOM score
+    pod_cgroups: PodCgroupResizer | None = attrs.field(default=None, kw_only=True)
+    checkpoint_dir: str | None = attrs.field(default=None, kw_only=True)
+    memory_capacity: int = attrs.field(default=0, kw_only=True)
+    actuated: ResourceState = attrs.field(init=False)
 
     crash_backoff: Backoff = attrs.field(
         init=False, factory=lambda: Backoff(CONTAINER_BACKOFF_INITIAL, CONTAINER_BACKOFF_MAX)
@@ -282,6 +319,7 @@ class KubeRuntimeManager:
     _reasons: dict[str, dict[str, tuple[str, str]]] = attrs.field(init=False, factory=dict)
 
     def __attrs_post_init__(self) -> None:
+        self.actuated = ResourceState(self.checkpoint_dir, ACTUATED_PODS_STATE_FILE)
         self.images = ImageManager(
             self._runtime,
             Backoff(IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX),
@@ -394,6 +432,7 @@ class KubeRuntimeManager:
             reason=status.reason if exited else "",
             message=status.message if exited else "",
             runtime_type=self.runtime_type,
+            resources=_to_resources(status),
         )
 
     async def get_pod_status(self, uid: str, name: str, namespace: str) -> PodStatus:
@@ -456,7 +495,30 @@ class KubeRuntimeManager:
     # --- sync -----------------------------------------------------------------------------------
 
     def compute_pod_actions(self, pod: Pod, status: PodStatus) -> PodActions:
-        return compute_pod_actions(pod, status, self.probe_results)
+        return compute_pod_actions(
+            pod, status, self.probe_results, lambda name: self.actuated.get_container(pod.uid, name)
+        )
+
+    def is_pod_resize_in_progress(self, allocated_pod: Pod, status: PodStatus) -> bool:
+        """Go ``IsPodResizeInProgress``: a running resizable container whose actuated CPU or memory
+        differs from its allocation."""
+        spec = allocated_pod.spec
+        containers = [
+            *(c for c in (spec.init_containers if spec else None) or () if c.is_sidecar),
+            *((spec.containers if spec else None) or ()),
+        ]
+        for container in containers:
+            current = status.find(container.name or "")
+            if current is None or current.state is not ContainerState.RUNNING:
+                continue
+            actuated = self.actuated.get_container(allocated_pod.uid, container.name or "")
+            if values_of(container.resources) != values_of(actuated):
+                return True
+        return False
+
+    def remove_orphaned_actuated(self, keep: Collection[str]) -> None:
+        """Forget the actuated resources of pods no longer known."""
+        self.actuated.remove_orphaned_pods(keep)
 
     def reasons(self, uid: str) -> dict[str, tuple[str, str]]:
         """Go's ``reasonCache``: container name → (reason, message) of its last failed start, cleared
@@ -586,6 +648,10 @@ class KubeRuntimeManager:
             if (await start(inits[index])).error and not inits[index].is_sidecar:
                 return  # a failed sidecar start is retried later; a regular init container blocks
 
+        # In-place resize of the running containers (Go: step 8, before the containers are started).
+        if actions.containers_to_update or actions.update_pod_resources:
+            steps.append(await self._do_pod_resize(pod, status, actions))
+
         # App containers: a failure does not stop the others.
         containers = (pod.spec.containers if pod.spec else None) or ()
         for index in actions.containers_to_start:
@@ -670,6 +736,8 @@ class KubeRuntimeManager:
         backoff = self._do_backoff(pod, container, status)
         if backoff is not None:
             return backoff
+        # Go records the actuated resources as the container is created
+        self.actuated.set_container(pod.uid, name, values_of(container.resources).requirements())
         try:
             await self.lifecycle.start_container(
                 pod,
@@ -687,6 +755,117 @@ class KubeRuntimeManager:
             )
             return SyncStep(ACTION_START_CONTAINER, name, err.reason, err.message, err.backoff_until)
         return SyncStep(ACTION_START_CONTAINER, name)
+
+    async def _do_pod_resize(self, pod: Pod, status: PodStatus, actions: PodActions) -> SyncStep:
+        """Go ``doPodResizeAction``: memory, then CPU; for each, the pod cgroup grows before the
+        containers and shrinks after them."""
+        target = format_pod(pod)
+        try:
+            await self._resize(pod, status, actions)
+        except (ResizeError, cri_errors.CriError) as err:
+            logger.warning("pod resize failed", extra=kv(**_ctx(pod), error=str(err)))
+            return SyncStep(ACTION_RESIZE_POD_IN_PLACE, target, ERR_RESIZE_POD_IN_PLACE, str(err))
+        return SyncStep(ACTION_RESIZE_POD_IN_PLACE, target)
+
+    async def _resize(self, pod: Pod, status: PodStatus, actions: PodActions) -> None:
+        cgroups = self.pod_cgroups
+        desired = cgroups.resource_config(pod) if cgroups is not None else None
+        current = cgroups.resource_config(self._actuated_pod(pod)) if cgroups is not None else None
+        memory_updates = actions.containers_to_update.get("memory", ())
+        await validate_memory_resize(
+            self._runtime,
+            pod,
+            status,
+            current.memory if current is not None else None,
+            desired.memory if desired is not None else None,
+            memory_updates,
+            actions.update_pod_resources and cgroups is not None,
+        )
+
+        async def set_pod(limit: bool, resource: str) -> None:
+            if cgroups is None or desired is None:
+                return
+            if resource == "cpu":
+                config = (
+                    ResourceConfig(cpu_period=desired.cpu_period, cpu_quota=desired.cpu_quota)
+                    if limit
+                    else ResourceConfig(cpu_shares=desired.cpu_shares)
+                )
+            elif limit:
+                config = ResourceConfig(memory=desired.memory)
+            else:
+                return  # memory requests are not written to cgroups
+            try:
+                await cgroups.set_pod_cgroup_config(pod, config)
+            except (OSError, CgroupError) as err:
+                raise ResizeError(f"failed to set pod cgroup config ({resource}): {err}") from err
+
+        async def resize(resource: str, cur_lim: int, new_lim: int, cur_req: int, new_req: int) -> None:
+            if new_lim > cur_lim:
+                await set_pod(True, resource)
+            if new_req > cur_req:
+                await set_pod(False, resource)
+            for update in actions.containers_to_update.get(resource, ()):
+                await self._update_container(pod, resource, update)
+            if new_req < cur_req:
+                await set_pod(False, resource)
+            if new_lim < cur_lim:
+                await set_pod(True, resource)
+
+        pod_wide = actions.update_pod_resources
+        if memory_updates or pod_wide:
+            cur = (current.memory if current is not None else None) or 0
+            new = (desired.memory if desired is not None else None) or cur
+            await resize("memory", cur, new, 0, 0)
+        if actions.containers_to_update.get("cpu") or pod_wide:
+            cur_quota = (current.cpu_quota if current is not None else None) or 0
+            new_quota = (desired.cpu_quota if desired is not None else None) or cur_quota
+            cur_shares = (current.cpu_shares if current is not None else None) or 0
+            new_shares = (desired.cpu_shares if desired is not None else None) or cur_shares
+            await resize("cpu", cur_quota, new_quota, cur_shares, new_shares)
+
+    def _actuated_pod(self, pod: Pod) -> Pod:
+        """The pod with the resources its containers were last given."""
+        actuated = self.actuated.get_pod(pod.uid) or {}
+        spec = pod.spec
+        if spec is None:
+            return pod
+
+        def swap(containers: Sequence[Container] | None) -> tuple[Container, ...] | None:
+            if containers is None:
+                return None
+            return tuple(
+                attrs.evolve(c, resources=actuated[c.name or ""]) if (c.name or "") in actuated else c
+                for c in containers
+            )
+
+        return attrs.evolve(
+            pod,
+            spec=attrs.evolve(
+                spec, containers=swap(spec.containers), init_containers=swap(spec.init_containers)
+            ),
+        )
+
+    async def _update_container(self, pod: Pod, resource: str, update: ContainerToUpdate) -> None:
+        """Go ``updatePodContainerResources`` for one container: ``resource`` at its new values, the
+        other as last actuated."""
+        name = update.container.name or ""
+        actuated = values_of(self.actuated.get_container(pod.uid, name))
+        values = actuated.with_resource(resource, update.desired)
+        linux = linux_resources_for(pod, update.container, values, self.memory_capacity)
+        try:
+            await self._runtime.update_container_resources(update.container_id, linux)
+        except cri_errors.CriError as err:
+            logger.error(
+                "updateContainerResources failed",
+                extra=kv(**_ctx(pod), container=name, id=update.container_id, resource=resource, error=err),
+            )
+            raise ResizeError(str(err)) from err
+        self.actuated.set_container(pod.uid, name, values.requirements())
+        logger.info(
+            "container resources updated",
+            extra=kv(**_ctx(pod), container=name, id=update.container_id, resource=resource),
+        )
 
     async def _purge_init_containers(self, pod: Pod, status: PodStatus) -> None:
         """Remove every instance of every init container (the sandbox is being recreated)."""

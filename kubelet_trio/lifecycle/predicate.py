@@ -34,6 +34,7 @@ __all__ = [
     "PredicateAdmitHandler",
     "admit_pod_count",
     "admit_standalone",
+    "fits",
     "pod_requests",
 ]
 
@@ -132,7 +133,8 @@ def admit_pod_count(max_pods: int, others: Sequence[Pod]) -> AdmitResult | None:
     return None
 
 
-def _fits(pod: Pod, others: Sequence[Pod], node: NodeView) -> AdmitResult | None:
+def fits(pod: Pod, others: Sequence[Pod], node: NodeView) -> AdmitResult | None:
+    """The resource fit alone: pod count, then cpu, memory, ephemeral-storage."""
     pods_allowed = _allocatable(node, "pods")
     if pods_allowed is not None and (too_many := admit_pod_count(pods_allowed, others)) is not None:
         return too_many
@@ -257,7 +259,7 @@ class PredicateAdmitHandler:
             return AdmitResult(
                 "PodOSNotSupported", f"Failed to admit pod as the OS field doesn't match node OS ({node.os})"
             )
-        rejection = _fits(pod, others, node)
+        rejection = fits(pod, others, node)
         if rejection is not None:
             return rejection
         if not _matches_affinity(pod, node):

@@ -292,6 +292,8 @@ class SimRuntime:
     #: How many containers have started: whoever serves their ports for real waits on it (sim-cri's pod
     #: network, :mod:`kubelet_trio.sim.podnet`).
     starts: trio_util.AsyncValue[int] = attrs.field(init=False, factory=lambda: trio_util.AsyncValue(0))
+    #: Every ``UpdateContainerResources`` applied, in order: (container id, the new resources).
+    resource_updates: list[tuple[str, pb.LinuxContainerResources]] = attrs.field(init=False, factory=list)
 
     def __attrs_post_init__(self) -> None:
         if self.clock is None:
@@ -825,6 +827,23 @@ class SimRuntime:
             else {}
         )
         return pb.ContainerStatusResponse(status=container.status(self._now(), present), info=info)
+
+    async def update_container_resources(
+        self, container_id: str, linux: pb.LinuxContainerResources | None
+    ) -> None:
+        """As containerd: the new resources replace the container's, and its status reports them."""
+        container = self._container("UpdateContainerResources", container_id)
+        alive = (pb.ContainerState.CONTAINER_CREATED, pb.ContainerState.CONTAINER_RUNNING)
+        if container.state(self._now()) not in alive:
+            raise errors.CriCallError(
+                "UpdateContainerResources", f"container {container_id} is not in created or running state"
+            )
+        if linux is None:
+            return
+        if container.config.linux is None:
+            container.config.linux = pb.LinuxContainerConfig()
+        container.config.linux.resources = linux
+        self.resource_updates.append((container_id, linux))
 
     async def exec_sync(
         self, container_id: str, cmd: list[str], timeout_seconds: int = 0

@@ -160,6 +160,12 @@ class RuntimeService(_Handlers, services.RuntimeServiceBase):
             stats=await self._call(self.sim.list_pod_sandbox_stats, message.filter)
         )
 
+    async def update_container_resources(
+        self, message: pb.UpdateContainerResourcesRequest
+    ) -> pb.UpdateContainerResourcesResponse:
+        await self._call(self.sim.update_container_resources, message.container_id, message.linux)
+        return pb.UpdateContainerResourcesResponse()
+
     async def update_runtime_config(
         self, message: pb.UpdateRuntimeConfigRequest
     ) -> pb.UpdateRuntimeConfigResponse:

@@ -47,6 +47,7 @@ from kubelet_trio.status.conditions import (
 )
 from kubelet_trio.status.phase import FAILED, TERMINAL_PHASES, get_phase, restart_policy
 from kubelet_trio.status.qos import pod_qos
+from kubelet_trio.status.resources import container_status_resources
 from kubelet_trio.status.timefmt import (
     SupportsNow,
     Timestamp,
@@ -190,6 +191,7 @@ def convert_container_statuses(
     has_init_containers: bool,
     is_init: bool,
     reasons: Mapping[str, tuple[str, str]],
+    with_resources: bool = False,
 ) -> tuple[ContainerStatus, ...]:
     """API statuses of ``containers`` (KUBELET-REFERENCE.md 7.3), before probe results (ready/started).
 
@@ -256,6 +258,12 @@ def convert_container_statuses(
             continue
         converted = _convert_one(cs, old_statuses.get(cs.name), _instance_image(cs, specs[cs.name]))
         if seen[cs.name] == 0:
+            if with_resources and (not is_init or specs[cs.name].is_sidecar):
+                # Go: InPlacePodVerticalScaling; the spec is the allocated one
+                resources, allocated = container_status_resources(
+                    specs[cs.name], converted, cs, old_statuses.get(cs.name)
+                )
+                converted = attrs.evolve(converted, resources=resources, allocated_resources=allocated)
             statuses[cs.name] = converted
         else:
             statuses[cs.name] = attrs.evolve(statuses[cs.name], last_state=converted.state)
@@ -420,6 +428,7 @@ def generate_api_pod_status(
     started: Mapping[str, bool] | None = None,
     pod_is_terminal: bool = False,
     is_static: bool | None = None,
+    resize_conditions: Sequence[PodCondition] | None = None,
 ) -> PodStatus:
     """The pod's status as the API server would show it after the kubelet's next status update.
 
@@ -431,7 +440,11 @@ def generate_api_pod_status(
     or bare); a container without a result is ready once running and started unless it has a readiness
     probe, and started once running unless it has a startup probe.
     ``is_static``: defaults to the ``kubernetes.io/config.source`` annotation.
+    ``resize_conditions``: the pod's PodResizePending/PodResizeInProgress conditions (in-place resize; the
+    pod then carries its allocated resources); given, container statuses show ``resources`` and
+    ``allocatedResources``. None: neither.
     """
+    with_resources = resize_conditions is not None
     spec = _spec(pod)
     api_status = pod.status or PodStatus()
     old = old_status if old_status is not None else api_status
@@ -451,6 +464,7 @@ def generate_api_pod_status(
         has_init_containers=has_init,
         is_init=False,
         reasons=reasons,
+        with_resources=with_resources,
     )
     init_statuses = convert_container_statuses(
         pod,
@@ -460,6 +474,7 @@ def generate_api_pod_status(
         has_init_containers=has_init,
         is_init=True,
         reasons=reasons,
+        with_resources=with_resources,
     )
     # Ephemeral containers: converted like regular ones, never probed (no ready/started from probes).
     ephemeral_statuses = convert_container_statuses(
@@ -470,6 +485,7 @@ def generate_api_pod_status(
         has_init_containers=has_init,
         is_init=False,
         reasons=reasons,
+        with_resources=with_resources,
     )
     statuses = _apply_probe_results(
         spec.containers or (), statuses, is_init=False, readiness=readiness, started=started
@@ -548,9 +564,13 @@ def generate_api_pod_status(
             pod_ips.append(node_ips[1])
     host_ips = tuple(HostIP(ip=ip) for ip in node_ips[:2])
 
+    timed = set_transition_times(conditions, old.conditions, now_text)
+    if resize_conditions and not pod_is_terminal and phase not in TERMINAL_PHASES:
+        # they keep their own times and generation (Go: the status manager's resize conditions)
+        timed = (*timed, *resize_conditions)
     return attrs.evolve(
         status,
-        conditions=set_transition_times(conditions, old.conditions, now_text),
+        conditions=timed,
         host_ip=node_ips[0] if node_ips else None,
         host_ips=host_ips or None,
         pod_ip=pod_ips[0] if pod_ips else None,

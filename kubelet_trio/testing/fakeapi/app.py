@@ -9,7 +9,7 @@ TokenReview and SubjectAccessReview creation, answered from :attr:`FakeApiApp.to
 Verbs: GET (list, ``watch=true``), POST, PUT, PATCH (``application/merge-patch+json``; also accepted as
 ``strategic-merge-patch+json`` for the fields the kubelet writes), DELETE with ``DeleteOptions`` (also of
 a collection, by label and field selector). Pods
-have the ``status`` and ``ephemeralcontainers`` subresources (GET, PUT, PATCH).
+have the ``status``, ``ephemeralcontainers`` and ``resize`` subresources (GET, PUT, PATCH).
 
 ``GET .../pods/<name>/log`` is proxied, as the API server does for ``kubectl logs``, to the pod's node:
 ``https://<InternalIP>:<daemonEndpoints.kubeletEndpoint.Port>/containerLogs/...`` with the client

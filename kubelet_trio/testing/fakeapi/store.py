@@ -6,7 +6,8 @@ writes do not bump anything; pod deletion is graceful (``deletionTimestamp`` + g
 grace period is 0 or the pod is unbound or terminal; the main resource of pods and nodes never changes
 their status and the ``status`` subresource changes nothing else; the ``ephemeralcontainers``
 subresource of pods changes only ``spec.ephemeralContainers``
-(:mod:`kubelet_trio.testing.fakeapi.ephemeral`). Watches
+(:mod:`kubelet_trio.testing.fakeapi.ephemeral`), the ``resize`` subresource only the containers' CPU and
+memory and resize policies (:mod:`kubelet_trio.testing.fakeapi.resize`). Watches
 replay a bounded history (an older resourceVersion is 410 Gone) and then follow live changes, with
 field-selector transitions turned into ADDED/DELETED as a real watch cache does.
 
@@ -480,6 +481,13 @@ class FakeStore:
             try:
                 result = update_ephemeral_containers(current, wanted)
             except EphemeralContainersInvalid as err:
+                raise FakeApiError(422, "Invalid", str(err)) from None
+        elif subresource == "resize" and resource == "pods":
+            from kubelet_trio.testing.fakeapi.resize import PodResizeInvalid, resize_pod
+
+            try:
+                result = resize_pod(current, wanted)
+            except PodResizeInvalid as err:
                 raise FakeApiError(422, "Invalid", str(err)) from None
         elif subresource is not None:
             raise self._not_found(rtype, f"{name}/{subresource}")

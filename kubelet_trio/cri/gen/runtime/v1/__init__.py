@@ -127,6 +127,8 @@ __all__ = (
     "SupplementalGroupsPolicy",
     "SwapUsage",
     "UInt64Value",
+    "UpdateContainerResourcesRequest",
+    "UpdateContainerResourcesResponse",
     "UpdateRuntimeConfigRequest",
     "UpdateRuntimeConfigResponse",
     "UserNamespace",
@@ -2343,6 +2345,41 @@ class UInt64Value(betterproto2.Message):
 
 
 default_message_pool.register_message("runtime.v1", "UInt64Value", UInt64Value)
+
+
+@dataclass(eq=False, repr=False)
+class UpdateContainerResourcesRequest(betterproto2.Message):
+    container_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    linux: "LinuxContainerResources | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    annotations: "dict[str, str]" = betterproto2.field(
+        4,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(
+            betterproto2.TYPE_STRING, betterproto2.TYPE_STRING
+        ),
+    )
+    """
+    3 (windows) omitted
+    """
+
+
+default_message_pool.register_message(
+    "runtime.v1", "UpdateContainerResourcesRequest", UpdateContainerResourcesRequest
+)
+
+
+@dataclass(eq=False, repr=False)
+class UpdateContainerResourcesResponse(betterproto2.Message):
+    pass
+
+
+default_message_pool.register_message(
+    "runtime.v1", "UpdateContainerResourcesResponse", UpdateContainerResourcesResponse
+)
 
 
 @dataclass(eq=False, repr=False)

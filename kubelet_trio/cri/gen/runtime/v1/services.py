@@ -63,6 +63,8 @@ from . import (
     StopContainerResponse,
     StopPodSandboxRequest,
     StopPodSandboxResponse,
+    UpdateContainerResourcesRequest,
+    UpdateContainerResourcesResponse,
     UpdateRuntimeConfigRequest,
     UpdateRuntimeConfigResponse,
     VersionRequest,
@@ -382,6 +384,24 @@ class RuntimeServiceStub(betterproto2_grpclib.ServiceStub):
             "/runtime.v1.RuntimeService/ContainerStatus",
             message,
             ContainerStatusResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def update_container_resources(
+        self,
+        message: "UpdateContainerResourcesRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "UpdateContainerResourcesResponse":
+
+        return await self._unary_unary(
+            "/runtime.v1.RuntimeService/UpdateContainerResources",
+            message,
+            UpdateContainerResourcesResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,
@@ -759,6 +779,12 @@ class RuntimeServiceBase(betterproto2_grpclib.ServiceBase):
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def update_container_resources(
+        self, message: "UpdateContainerResourcesRequest"
+    ) -> "UpdateContainerResourcesResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def reopen_container_log(
         self, message: "ReopenContainerLogRequest"
     ) -> "ReopenContainerLogResponse":
@@ -922,6 +948,15 @@ class RuntimeServiceBase(betterproto2_grpclib.ServiceBase):
         request = await stream.recv_message()
         assert request is not None
         response = await self.container_status(request)
+        await stream.send_message(response)
+
+    async def __rpc_update_container_resources(
+        self,
+        stream: "grpclib.server.Stream[UpdateContainerResourcesRequest, UpdateContainerResourcesResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.update_container_resources(request)
         await stream.send_message(response)
 
     async def __rpc_reopen_container_log(
@@ -1091,6 +1126,12 @@ class RuntimeServiceBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 ContainerStatusRequest,
                 ContainerStatusResponse,
+            ),
+            "/runtime.v1.RuntimeService/UpdateContainerResources": grpclib.const.Handler(
+                self.__rpc_update_container_resources,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                UpdateContainerResourcesRequest,
+                UpdateContainerResourcesResponse,
             ),
             "/runtime.v1.RuntimeService/ReopenContainerLog": grpclib.const.Handler(
                 self.__rpc_reopen_container_log,

@@ -1,0 +1,81 @@
+"""The allocation checkpoint: Go's file, checksum included, and a restart reading it back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kubelet_trio.allocation.state import (
+    ALLOCATED_PODS_STATE_FILE,
+    CorruptCheckpoint,
+    ResourceState,
+    checksum,
+    decode,
+    encode,
+)
+from kubelet_trio.api import Quantity
+from kubelet_trio.api.container import ResourceRequirements
+
+# pkg/kubelet/allocation/state/state_checkpoint_test.go
+GO_CHECKPOINT = (
+    b'{"data":"{\\"entries\\":{\\"pod1\\":{\\"ContainerResources\\":{\\"container1\\":{\\"requests\\":'
+    b'{\\"cpu\\":\\"1Ki\\",\\"memory\\":\\"1Ki\\"}}}}}}","checksum":1178570812}'
+)
+
+
+def req(**requests: str) -> ResourceRequirements:
+    return ResourceRequirements(requests={k: Quantity(v) for k, v in requests.items()})
+
+
+def test_reads_go_checkpoint() -> None:
+    assert decode(GO_CHECKPOINT) == {"pod1": {"container1": req(cpu="1Ki", memory="1Ki")}}
+
+
+def test_checksum_is_go_fnv32a_of_spew_string() -> None:
+    data = json.loads(GO_CHECKPOINT)["data"]
+    assert checksum(data) == 1178570812
+
+
+def test_written_file_is_go_shaped() -> None:
+    blob = encode(
+        {
+            "u1": {
+                "app": ResourceRequirements(
+                    limits={"memory": Quantity("128Mi"), "cpu": Quantity("500m")},
+                    requests={"cpu": Quantity("0.25")},
+                )
+            }
+        }
+    )
+    document = json.loads(blob)
+    assert document["data"] == (
+        '{"entries":{"u1":{"ContainerResources":{"app":{"limits":{"cpu":"500m","memory":"128Mi"},'
+        '"requests":{"cpu":"250m"}}},"PodLevelResources":null}}}'
+    )
+    assert document["checksum"] == checksum(document["data"])
+    assert decode(blob)["u1"]["app"].requests == {"cpu": Quantity("250m")}
+
+
+def test_corrupt_checksum_is_refused() -> None:
+    with pytest.raises(CorruptCheckpoint):
+        decode(GO_CHECKPOINT.replace(b"1178570812", b"1178570813"))
+
+
+def test_state_survives_a_restart(tmp_path: Path) -> None:
+    state = ResourceState(str(tmp_path), ALLOCATED_PODS_STATE_FILE)
+    assert not (tmp_path / ALLOCATED_PODS_STATE_FILE).exists()
+    state.set_pod("u1", {"app": req(cpu="1")})
+    state.set_container("u2", "db", req(memory="1Gi"))
+    again = ResourceState(str(tmp_path), ALLOCATED_PODS_STATE_FILE)
+    assert again.get_container("u1", "app") == req(cpu="1")
+    assert again.get_container("u2", "db") == req(memory="1Gi")
+    again.remove_orphaned_pods({"u2"})
+    assert ResourceState(str(tmp_path), ALLOCATED_PODS_STATE_FILE).uids() == ["u2"]
+
+
+def test_a_go_kubelets_file_is_read(tmp_path: Path) -> None:
+    (tmp_path / ALLOCATED_PODS_STATE_FILE).write_bytes(GO_CHECKPOINT)
+    state = ResourceState(str(tmp_path), ALLOCATED_PODS_STATE_FILE)
+    assert state.get_container("pod1", "container1") == req(cpu="1Ki", memory="1Ki")
