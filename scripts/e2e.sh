@@ -70,8 +70,8 @@ bash "$tools/k136-env.sh" stop-node
 if [ "$KUBELET" = trio ]; then
   KUBELET=${TRIO_KUBELET:-$(command -v kubelet-trio)} KUBELET_ROOT="$K136/run/trio-root" KUBELET_LOG="$OUT/kubelet.log" \
     bash "$tools/k136-env.sh" start-node
-else
-  KUBELET_LOG="$OUT/kubelet.log" bash "$tools/k136-env.sh" start-node
+else  # the Go kubelet 1.36 (k136-env.sh's default; KUBELET here names the choice, not a command)
+  env -u KUBELET KUBELET_LOG="$OUT/kubelet.log" bash "$tools/k136-env.sh" start-node
 fi
 kubectl --kubeconfig="$K136/run/admin.kubeconfig" get node -o wide | tee "$OUT/node.txt"
 
