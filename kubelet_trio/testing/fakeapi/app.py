@@ -7,7 +7,8 @@ TokenReview and SubjectAccessReview creation, answered from :attr:`FakeApiApp.to
 :attr:`FakeApiApp.allowed`; TokenRequest (``serviceaccounts/<name>/token``,
 :mod:`kubelet_trio.testing.fakeapi.tokens`).
 Verbs: GET (list, ``watch=true``), POST, PUT, PATCH (``application/merge-patch+json``; also accepted as
-``strategic-merge-patch+json`` for the fields the kubelet writes), DELETE with ``DeleteOptions`` (also of
+``strategic-merge-patch+json`` for the fields the kubelet writes; on ``pods/<name>/resize``, as kubectl
+sends it, a strategic patch merges the container lists by name), DELETE with ``DeleteOptions`` (also of
 a collection, by label and field selector). Pods
 have the ``status``, ``ephemeralcontainers`` and ``resize`` subresources (GET, PUT, PATCH).
 
@@ -64,6 +65,7 @@ def _group_prefix(api_version: str) -> str:
     return "api/v1" if api_version == "v1" else f"apis/{api_version}"
 
 
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 _POD_LOG = re.compile(r"^/api/v1/namespaces/[^/]+/pods/[^/]+/log$")
 _POD_STREAM = re.compile(r"^/api/v1/namespaces/[^/]+/pods/[^/]+/(?P<sub>exec|attach|portforward)$")
 #: PodExecOptions/PodAttachOptions fields → the kubelet's query parameters (Go: ``streamParams``).
@@ -190,7 +192,7 @@ class FakeApiApp:
             if method in ("GET", "POST") and _POD_STREAM.match(path):
                 await self._pod_stream(scope, path, send)
                 return
-            code, answer = self._handle(method, path, query, decoded)
+            code, answer = self._handle(method, path, query, decoded, headers.get("content-type", ""))
         except FakeApiError as err:
             await _respond(send, err.code, err.status())
             return
@@ -205,7 +207,9 @@ class FakeApiApp:
             raise FakeApiError(404, "NotFound", f"the server could not find the requested resource {path}")
         return match["resource"], match.groupdict().get("ns"), match["name"], match["sub"]
 
-    def _handle(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Obj]:
+    def _handle(
+        self, method: str, path: str, query: dict[str, str], body: Any, content_type: str = ""
+    ) -> tuple[int, Obj]:
         if path == "/version":
             return 200, {"major": "1", "minor": "36", "gitVersion": "v1.36.0-fake"}
         if method == "GET" and (document := discovery(path)) is not None:
@@ -256,7 +260,10 @@ class FakeApiApp:
         if method == "PATCH":
             if not isinstance(body, dict):
                 raise FakeApiError(400, "BadRequest", "expected a merge patch object")
-            return 200, store.patch(resource, namespace, name, body, sub)
+            # strategic merge patches merge container lists by name on the resize subresource only
+            # (kubectl patch --subresource resize sends one); elsewhere they are taken as merge patches
+            strategic = sub == "resize" and content_type.startswith(STRATEGIC_MERGE_PATCH)
+            return 200, store.patch(resource, namespace, name, body, sub, strategic=strategic)
         if method == "DELETE":
             options = body if isinstance(body, dict) else {}
             uid = (options.get("preconditions") or {}).get("uid")

@@ -483,12 +483,18 @@ class FakeStore:
             except EphemeralContainersInvalid as err:
                 raise FakeApiError(422, "Invalid", str(err)) from None
         elif subresource == "resize" and resource == "pods":
-            from kubelet_trio.testing.fakeapi.resize import PodResizeInvalid, resize_pod
+            from kubelet_trio.testing.fakeapi.resize import PodResizeInvalid, admit_resize, resize_pod
 
             try:
                 result = resize_pod(current, wanted)
             except PodResizeInvalid as err:
                 raise FakeApiError(422, "Invalid", str(err)) from None
+            node_name = (result.get("spec") or {}).get("nodeName")
+            if result.get("spec") != current.get("spec") and node_name:  # the generation changes
+                node = self._table("nodes").get(self._key(self._type("nodes"), None, node_name))
+                refusal = admit_resize(result, node)
+                if refusal is not None:
+                    raise FakeApiError(403, "Forbidden", f'pods "{name}" is forbidden: {refusal}')
         elif subresource is not None:
             raise self._not_found(rtype, f"{name}/{subresource}")
         else:
@@ -544,15 +550,27 @@ class FakeStore:
         return self._write(resource, namespace, name, obj, subresource)
 
     def patch(
-        self, resource: str, namespace: str | None, name: str, patch: Obj, subresource: str | None = None
+        self,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        patch: Obj,
+        subresource: str | None = None,
+        *,
+        strategic: bool = False,
     ) -> Obj:
+        """A merge patch (RFC 7386); with ``strategic`` a strategic merge patch, whose pod container
+        lists merge by name (the rest of the object as a merge patch)."""
         from kubelet_trio.client.merge import apply_merge_patch
 
         current = self.get(resource, namespace, name)
         preconditions = {
             k: v for k, v in (patch.get("metadata") or {}).items() if k in ("uid", "resourceVersion")
         }
-        patched = apply_merge_patch(current, patch)
+        if strategic and resource == "pods":
+            patched = _strategic_pod_patch(current, patch)
+        else:
+            patched = apply_merge_patch(current, patch)
         meta = patched.setdefault("metadata", {})
         meta.pop("resourceVersion", None)
         meta.pop("uid", None)
@@ -694,6 +712,32 @@ class FakeStore:
     @property
     def watch_count(self) -> int:
         return len(self._watchers)
+
+
+def _strategic_pod_patch(current: Obj, patch: Obj) -> Obj:
+    """A strategic merge patch of a pod as far as the fake goes: ``spec.containers`` and
+    ``spec.initContainers`` merge by ``name`` (each element a merge patch of the container of that name, an
+    unknown name appended), everything else as a merge patch. No ``$patch`` directives."""
+    from kubelet_trio.client.merge import apply_merge_patch
+
+    patch = copy.deepcopy(patch)
+    spec_patch = patch.get("spec")
+    lists: dict[str, list[Any]] = {}
+    if isinstance(spec_patch, dict):
+        for key in ("containers", "initContainers"):
+            if isinstance(spec_patch.get(key), list):
+                lists[key] = spec_patch.pop(key)
+    result: Obj = apply_merge_patch(current, patch)
+    for key, items in lists.items():
+        merged = result.setdefault("spec", {}).setdefault(key, [])
+        for item in items:
+            names = [c.get("name") for c in merged]
+            if isinstance(item, dict) and item.get("name") in names:
+                index = names.index(item["name"])
+                merged[index] = apply_merge_patch(merged[index], item)
+            else:
+                merged.append(item)
+    return result
 
 
 def _bump_pod_generation(pod: Obj, current: Obj) -> None:
