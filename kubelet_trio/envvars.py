@@ -11,6 +11,8 @@ from typing import Any, Protocol
 
 import attrs
 
+from kubelet_trio.netaddr import join_host_port
+
 __all__ = [
     "MASTER_SERVICES",
     "ServiceInfo",
@@ -68,10 +70,6 @@ def _variable(name: str) -> str:
     return name.upper().replace("-", "_")
 
 
-def _host_port(ip: str, port: int) -> str:
-    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
-
-
 def from_services(services: Iterable[ServiceInfo]) -> list[tuple[str, str]]:
     """Go ``envvars.FromServices``: the host, the first port, each named port, then the link variables."""
     result: list[tuple[str, str]] = []
@@ -85,7 +83,7 @@ def from_services(services: Iterable[ServiceInfo]) -> list[tuple[str, str]]:
         result.extend((f"{first}_{_variable(p.name)}", str(p.port)) for p in service.ports if p.name)
         for i, port in enumerate(service.ports):
             protocol = port.protocol or "TCP"
-            url = f"{protocol.lower()}://{_host_port(service.cluster_ip, port.port)}"
+            url = f"{protocol.lower()}://{join_host_port(service.cluster_ip, port.port)}"
             if i == 0:
                 result.append((f"{prefix}_PORT", url))
             port_prefix = f"{prefix}_PORT_{port.port}_{protocol.upper()}"

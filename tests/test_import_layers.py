@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "aiobridge",
         "cliflag",
         "flowcontrol",
+        "netaddr",
     ),
     # model: API types, the runtime-neutral view of pods and containers
     ("api", "objects", "container", "securitycontext", "envvars"),

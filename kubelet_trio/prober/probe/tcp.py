@@ -10,13 +10,10 @@ import os
 
 import trio
 
+from kubelet_trio.netaddr import join_host_port
 from kubelet_trio.prober.probe.result import Result
 
 __all__ = ["dial_error_output", "join_host_port", "tcp_probe", "tcp_timeout_output"]
-
-
-def join_host_port(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def tcp_timeout_output(host: str, port: int) -> str:
