@@ -1,7 +1,7 @@
 """Pod create → Ready and delete → gone through an API server: kubelet-trio against the CRI floor and the
 Go kubelet. Prints JSON.
 
-- Control plane: etcd + kube-apiserver 1.24 from the envtest binaries (``kubelet_trio.testing.envtest``);
+- Control plane: etcd + kube-apiserver from the envtest binaries (``kubelet_trio.testing.envtest``);
   without them, the fake API server (``kubelet-trio fake-apiserver``) over loopback, labelled as such.
 - kubelet-trio as a subprocess (``python -m kubelet_trio --kubeconfig ...``) on a private containerd,
   node Ready before anything is timed.
@@ -15,7 +15,7 @@ Go kubelet. Prints JSON.
   Ready; stop container, stop and remove sandbox); and ``cri_floor_probing``: the same, with every ready
   pod going on running its readiness command every second until all are ready (what the pods' 1 s
   readiness probes ask of the runtime meanwhile, under any kubelet).
-- The Go kubelet (``/usr/local/kubebuilder/bin/kubelet-go``, when built) on its own private containerd,
+- The Go kubelet (:data:`GO_KUBELET`, when built) on its own private containerd,
   joined to the same API server as another node, with kubelet-trio's default client limits
   (``kubeAPIQPS`` 50, ``kubeAPIBurst`` 100, ``eventRecordQPS`` 50, ``eventBurst`` 100: Go's own defaults
   since 1.27) and, once per N at the end, with its 1.24 defaults (QPS 5, events 5 a second).
@@ -89,7 +89,11 @@ from kubelet_trio.testing.env import LocalCriEnvironment, missing_prerequisites,
 from kubelet_trio.testing.envtest import DEFAULT_ASSETS, assets, start_envtest
 from kubelet_trio.testing.registry import free_port
 
-GO_KUBELET = DEFAULT_ASSETS / "kubelet-go"
+#: The Go kubelet: 1.24's ``kubelet-go`` (build-envtest.sh) or 1.36's ``kubelet`` (build-k136.sh).
+GO_KUBELET = next(
+    (p for p in (DEFAULT_ASSETS / "kubelet-go", DEFAULT_ASSETS / "kubelet") if p.exists()),
+    DEFAULT_ASSETS / "kubelet",
+)
 TRIO_NODE = "bench-trio"
 GO_NODE = "bench-go"
 NAMESPACE = "default"
@@ -234,7 +238,13 @@ def trio_kubelet(
             stop_process(proc)
 
 
-def go_kubelet_config(workdir: Path, port: int, cgroup_root: str, *, qps: bool) -> Path:
+def go_kubelet_minor() -> int:
+    """The Go kubelet's minor version (``Kubernetes v1.36.2`` → 36)."""
+    out = subprocess.run([str(GO_KUBELET), "--version"], capture_output=True, text=True, check=True).stdout
+    return int(out.split("v1.", 1)[1].split(".", 1)[0])
+
+
+def go_kubelet_config(workdir: Path, port: int, cgroup_root: str, endpoint: str, *, qps: bool) -> Path:
     """A KubeletConfiguration for running the Go kubelet as root in this (cgroup v1, no systemd) box."""
     config: dict[str, Any] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -249,6 +259,8 @@ def go_kubelet_config(workdir: Path, port: int, cgroup_root: str, *, qps: bool) 
         "authorization": {"mode": "AlwaysAllow"},
         "resolvConf": "/etc/resolv.conf",
     }
+    if go_kubelet_minor() >= 27:  # the runtime endpoint moved into the config; 1.35 refuses cgroup v1
+        config.update(containerRuntimeEndpoint=endpoint, failCgroupV1=False)
     if qps:  # the same client limits as kubelet-trio's: both kubelets then do the same API work
         config.update(
             kubeAPIQPS=defaults.KUBE_API_QPS,
@@ -272,16 +284,19 @@ def go_kubelet(
     with private_cgroup_root("bench-go") as cgroup_root:
         command = [
             str(GO_KUBELET),
-            f"--config={go_kubelet_config(workdir, port, cgroup_root, qps=qps)}",
+            f"--config={go_kubelet_config(workdir, port, cgroup_root, cri.endpoint, qps=qps)}",
             f"--kubeconfig={plane.kubeconfig}",
             f"--hostname-override={GO_NODE}",
-            "--container-runtime=remote",
-            f"--container-runtime-endpoint={cri.endpoint}",
             f"--root-dir={workdir / 'root'}",
             f"--cert-dir={workdir / 'pki'}",
-            f"--pod-infra-container-image={cri.images.pause}",
             "--v=2",
         ]
+        if go_kubelet_minor() < 27:
+            command += [
+                "--container-runtime=remote",
+                f"--container-runtime-endpoint={cri.endpoint}",
+                f"--pod-infra-container-image={cri.images.pause}",
+            ]
         with log.open("wb") as out:
             proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:

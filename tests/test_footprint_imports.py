@@ -134,5 +134,5 @@ def test_kubelet_api_port_loads_tls_and_metrics(tmp_path: Path) -> None:
 
 def test_kubeconfig_loads_the_api_client(tmp_path: Path, fake_kubeconfig: Path) -> None:
     names = run_node(tmp_path, "--kubeconfig", str(fake_kubeconfig))
-    assert loaded(names, (*API_MODE, "httpx")) == {*API_MODE, "httpx"}
-    assert loaded(names, (*TLS, *METRICS)) == set()  # still no server serves them
+    assert loaded(names, API_MODE) == set(API_MODE)
+    assert loaded(names, (*TLS, *METRICS, "httpx")) == set()  # no server serves them; h11, not httpx

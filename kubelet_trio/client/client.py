@@ -15,12 +15,11 @@ subclasses (``NotFound``, ``Conflict``, ``Gone``, ``Invalid``, ...) carrying the
 With ``metrics`` set, every attempt's status code and every request's latency are reported as client-go
 does (``rest_client_requests_total``, ``rest_client_request_duration_seconds``).
 
-On the network, requests and watches go over HTTP/1.1 through
-:class:`~kubelet_trio.client.http1.Http1Pool` (h11 on Trio streams), with answers bounded: a single
-object's at :data:`MAX_ANSWER`, a list page's at :data:`MAX_LIST_ANSWER` (the only answers asked for in
-gzip), a watch event at :data:`~kubelet_trio.client.watch.MAX_EVENT`. An httpx client remains for a
-transport a caller supplies (the tests' in-process fake API server) and for callers of
-:attr:`ApiClient.http`.
+Requests and watches go over HTTP/1.1 through :class:`~kubelet_trio.client.http1.Http1Pool` (h11 on
+Trio streams), with answers bounded: a single object's at :data:`MAX_ANSWER`, a list page's at
+:data:`MAX_LIST_ANSWER` (the only answers asked for in gzip), a watch event at
+:data:`~kubelet_trio.client.watch.MAX_EVENT`. A test harness's in-process API server is reached the same
+way: ``connect`` only replaces the TCP dial with a stream to it.
 """
 
 from __future__ import annotations
@@ -31,8 +30,8 @@ import logging
 import platform
 import random
 import ssl
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
 import attrs
@@ -54,12 +53,10 @@ from kubelet_trio.client.ratelimit import DEFAULT_BURST, DEFAULT_QPS, TokenBucke
 from kubelet_trio.client.watch import WATCH_BUFFER, WatchEvent, pump_watch_events
 from kubelet_trio.logs import kv
 
-if TYPE_CHECKING:  # httpx and the transport (h11) are imported where requests are made: a node without an
-    # API server never loads them
-    import httpx
-
+if TYPE_CHECKING:  # the transport (h11) is imported when a client is opened: a node without an API
+    # server never loads it
     from kubelet_trio.boundary import BoundaryErrors
-    from kubelet_trio.client.http1 import Http1Pool
+    from kubelet_trio.client.http1 import Connect, Http1Pool, Http1Stream
 
 __all__ = [
     "JSON",
@@ -109,7 +106,7 @@ class _AnswerHeaders(Protocol):
 
 
 class Answer(Protocol):
-    """A complete answer, from httpx or from :class:`~kubelet_trio.client.http1.Http1Pool`."""
+    """A complete answer (:class:`~kubelet_trio.client.http1.Http1Response`)."""
 
     @property
     def status_code(self) -> int: ...
@@ -188,19 +185,17 @@ class _Token:
 class ApiClient:
     """Use :func:`open_api_client`. Paths are absolute API paths (``/api/v1/...``)."""
 
-    http: httpx.AsyncClient
-    #: The transport a caller gave the client (the tests' in-process fake API server). Single requests
-    #: go to it directly: the client's request building, auth, redirect and cookie layers, which this
-    #: client does not use, were more than half of the Python work of a request.
-    transport: httpx.AsyncBaseTransport | None = None
-    #: Where requests and watches go on the network; None: through ``transport``.
-    wire: Http1Pool | None = None
+    #: Where requests and watches go.
+    wire: Http1Pool
+    #: The server URL's ``host[:port]`` (the metrics' ``host`` label) and path, which ends with ``/``
+    #: (a server URL with a path prefix keeps it).
+    netloc: str = ""
+    base_path: str = "/"
     limiter: TokenBucket = attrs.Factory(TokenBucket)
     retry: RetryPolicy = attrs.Factory(RetryPolicy)
     request_timeout: float | None = REQUEST_TIMEOUT
     rng: random.Random = attrs.Factory(random.Random)
     user_agent: str = attrs.Factory(_user_agent)
-    tls_server_name: str | None = None
     _token: _Token = attrs.Factory(_Token)
     metrics: RequestMetrics | None = None  # set by the node that owns the client
     #: Where reflectors over this client count the watch input they contain (set by the owning node).
@@ -209,7 +204,7 @@ class ApiClient:
     @property
     def host(self) -> str:
         """The API server's ``host:port`` (the metrics' ``host`` label)."""
-        return self.http.base_url.netloc.decode("ascii")
+        return self.netloc
 
     def _result(self, code: str, method: str) -> None:
         if self.metrics is not None:
@@ -223,9 +218,6 @@ class ApiClient:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         return headers
-
-    def _extensions(self) -> dict[str, Any]:
-        return {"sni_hostname": self.tls_server_name} if self.tls_server_name else {}
 
     def _deadline(self) -> contextlib.AbstractContextManager[Any]:
         if self.request_timeout is None:
@@ -266,8 +258,6 @@ class ApiClient:
         decode: Decode,
         listing: bool,
     ) -> Any:
-        import httpx
-
         content = json.dumps(body).encode() if body is not None else None
         headers = self._headers(content_type if content is not None else None)
         last_error: Exception | None = None
@@ -288,7 +278,7 @@ class ApiClient:
             except AnswerTooLarge as err:
                 self._result(ERROR_CODE, method)
                 raise ApiUnavailable(f"{method} {path}: {describe(err)}") from None  # as would this
-            except (httpx.TransportError, TransportError) as err:
+            except TransportError as err:
                 self._result(ERROR_CODE, method)
                 last_error = ApiUnavailable(f"{method} {path}: {describe(err)}")
             except trio.TooSlowError:
@@ -321,43 +311,14 @@ class ApiClient:
         listing: bool,
     ) -> Answer:
         """One attempt, its answer read in full."""
-        if self.wire is not None:
-            limit = MAX_LIST_ANSWER if listing else MAX_ANSWER
-            return await self.wire.request(
-                method,
-                self._target(path, params),
-                headers.items(),
-                content,
-                compressed=listing,
-                max_body=limit,
-            )
-        if self.transport is None:
-            params = dict(params or {})
-            extensions = self._extensions()
-            return await self.http.request(
-                method, path, params=params, content=content, headers=headers, extensions=extensions
-            )
-        import httpx
-
-        base = self.http.base_url  # ends with "/": a server URL with a path prefix keeps it
-        target = base.raw_path + path.lstrip("/").encode()
-        if params:
-            target += b"?" + urlencode(params).encode("ascii")
-        if listing:
-            headers = {**headers, "Accept-Encoding": ACCEPT_ENCODING}
-        request = httpx.Request(
+        return await self.wire.request(
             method,
-            base.copy_with(raw_path=target),
-            headers=headers,
-            content=content,
-            extensions=self._extensions(),
+            self.target(path, params),
+            headers.items(),
+            content,
+            compressed=listing,
+            max_body=MAX_LIST_ANSWER if listing else MAX_ANSWER,
         )
-        response = await self.transport.handle_async_request(request)
-        try:
-            await response.aread()
-        finally:
-            await response.aclose()
-        return response
 
     # -- verbs --------------------------------------------------------------------------------------
 
@@ -367,9 +328,11 @@ class ApiClient:
         """An object, or with ``listing`` a page of a list (see :meth:`request`)."""
         return await self.request("GET", path, params=params, listing=listing)
 
-    async def get_text(self, path: str) -> str:
-        """A plain-text answer, such as ``/healthz``'s ``ok``."""
-        text: str = await self.request("GET", path, decode=lambda response, _method, _path: response.text)
+    async def get_text(self, path: str, params: Mapping[str, str] | None = None) -> str:
+        """A plain-text answer, such as ``/healthz``'s ``ok`` or a container's log."""
+        text: str = await self.request(
+            "GET", path, params=params, decode=lambda response, _method, _path: response.text, listing=False
+        )
         return text
 
     async def create(self, path: str, obj: Mapping[str, Any]) -> Any:
@@ -406,12 +369,12 @@ class ApiClient:
         """
         query = {**dict(params or {}), "watch": "true"}
         await self.limiter.acquire()
-        broken = self._transport_errors()
+        broken = (TransportError,)
         started = trio.current_time()
         async with contextlib.AsyncExitStack() as stack:
             try:
                 with self._deadline():
-                    response = await stack.enter_async_context(self._watch_stream(path, query))
+                    response = await stack.enter_async_context(self.open_stream(path, query))
             except InvalidRequest as err:
                 raise ApiClientError(f"watch {path}: {err}") from None
             except broken as err:
@@ -444,70 +407,20 @@ class ApiClient:
 
     async def use_tls_context(self, context: ssl.SSLContext) -> None:
         """Connect with ``context`` from now on (a renewed client certificate), closing every connection
-        made with the previous one. Only for a client on the network (not one given a transport)."""
-        if self.wire is None:
-            raise RuntimeError("the client's connections belong to the transport it was given")
+        made with the previous one."""
         await self.wire.use_tls_context(context)
 
-    def _transport_errors(self) -> tuple[type[BaseException], ...]:
-        """What a broken connection raises on this client's path to the server."""
-        if self.wire is not None:
-            return (TransportError,)
-        import httpx
+    def open_stream(
+        self, path: str, params: Mapping[str, str] | None = None
+    ) -> contextlib.AbstractAsyncContextManager[Http1Stream]:
+        """``GET path`` with its answer read as it comes, on a connection of its own (a watch, a followed
+        log); no rate limit, retry or status check: the caller reads ``status_code`` first."""
+        return self.wire.stream("GET", self.target(path, params), self._headers(None).items())
 
-        return (httpx.TransportError, httpx.StreamError)
-
-    def _watch_stream(
-        self, path: str, query: Mapping[str, str]
-    ) -> contextlib.AbstractAsyncContextManager[_WatchStream]:
-        if self.wire is None:
-            return _httpx_stream(self, path, query)
-        return self.wire.stream("GET", self._target(path, query), self._headers(None).items())
-
-    def _target(self, path: str, params: Mapping[str, str] | None) -> str:
+    def target(self, path: str, params: Mapping[str, str] | None = None) -> str:
         """The request target of ``path`` under the server URL's own path, with its query."""
-        target = self.http.base_url.raw_path.decode("ascii") + path.lstrip("/")
+        target = self.base_path + path.lstrip("/")
         return target + "?" + urlencode(params) if params else target
-
-
-class _WatchStream(Protocol):
-    """A streamed answer: :class:`~kubelet_trio.client.http1.Http1Stream`, or httpx's adapted."""
-
-    @property
-    def status_code(self) -> int: ...
-    async def read(self) -> bytes: ...
-    def pieces(self) -> AsyncGenerator[bytes, None]: ...
-
-
-@attrs.frozen
-class _HttpxStream:
-    response: httpx.Response
-
-    @property
-    def status_code(self) -> int:
-        return self.response.status_code
-
-    async def read(self) -> bytes:
-        return await self.response.aread()
-
-    def pieces(self) -> AsyncGenerator[bytes, None]:
-        return cast("AsyncGenerator[bytes, None]", self.response.aiter_bytes())  # a generator
-
-
-@contextlib.asynccontextmanager
-async def _httpx_stream(
-    client: ApiClient, path: str, query: Mapping[str, str]
-) -> AsyncIterator[_HttpxStream]:
-    """A watch through the client's httpx transport (one a caller supplied, such as the fake API's)."""
-    request = client.http.build_request(
-        "GET", path, params=query, headers=client._headers(None), extensions=client._extensions()
-    )
-    response = await client.http.send(request, stream=True)
-    try:
-        yield _HttpxStream(response)
-    finally:
-        with trio.move_on_after(1.0, shield=True):
-            await response.aclose()
 
 
 def _raise_single(group: BaseExceptionGroup[BaseException]) -> None:
@@ -540,7 +453,7 @@ async def open_api_client(
     config: KubeConfig | None = None,
     *,
     server: str | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
+    connect: Connect | None = None,
     qps: float = DEFAULT_QPS,
     burst: int = DEFAULT_BURST,
     retry: RetryPolicy | None = None,
@@ -551,50 +464,46 @@ async def open_api_client(
 ) -> AsyncIterator[ApiClient]:
     """An :class:`ApiClient` for ``config`` (a loaded kubeconfig) or a bare ``server`` URL.
 
-    ``transport`` replaces the network (tests serve an in-process fake API server through it); TLS
-    verification is on unless the kubeconfig sets ``insecure-skip-tls-verify``. On the network, single
-    requests use at most ``max_request_connections`` connections at once (None: as many as the callers
-    make). ``tls_context`` replaces the kubeconfig's TLS settings (a client certificate of the kubelet's
-    own, renewed later with :meth:`ApiClient.use_tls_context`).
+    TLS verification is on unless the kubeconfig sets ``insecure-skip-tls-verify``. Single requests use
+    at most ``max_request_connections`` connections at once (None: as many as the callers make).
+    ``tls_context`` replaces the kubeconfig's TLS settings (a client certificate of the kubelet's own,
+    renewed later with :meth:`ApiClient.use_tls_context`). ``connect`` replaces the TCP dial (a test
+    harness's in-process server); everything above it is what a node uses.
     """
-    import httpx
-
     base_url = server or (config.server if config else None)
     if not base_url:
         raise ValueError("open_api_client needs a kubeconfig or a server URL")
-    verify: Any = True
+    verify: ssl.SSLContext | bool = True
     if tls_context is not None:
         verify = tls_context
-    elif config is not None and config.uses_tls and transport is None:
+    elif config is not None and config.uses_tls:
         verify = make_ssl_context(config)
     token = _Token(static=config.token, file=config.token_file) if config else _Token()
     tls_server_name = config.tls_server_name if config else None
-    # On the network every request and watch goes through the wire; the httpx client then only serves
-    # callers that use ``ApiClient.http`` directly (it connects at their first request).
-    wire = _wire(base_url, verify, tls_server_name, max_request_connections) if transport is None else None
-    async with (
-        httpx.AsyncClient(
-            base_url=base_url, transport=transport, verify=verify, timeout=None, trust_env=False
-        ) as http,
-        contextlib.AsyncExitStack() as stack,
-    ):
-        if wire is not None:
-            stack.push_async_callback(wire.aclose)
+    url = urlsplit(base_url)
+    wire = _wire(base_url, verify, tls_server_name, max_request_connections, connect)
+    try:
         yield ApiClient(
-            http,
-            transport=transport,
-            wire=wire,
+            wire,
+            netloc=url.netloc,
+            base_path=url.path.rstrip("/") + "/",
             limiter=TokenBucket(qps, burst),
             retry=retry or RetryPolicy(),
             request_timeout=request_timeout,
             rng=rng or random.Random(),
-            tls_server_name=tls_server_name,
             token=token,
         )
+    finally:
+        with trio.CancelScope(shield=True):
+            await wire.aclose()
 
 
 def _wire(
-    base_url: str, verify: ssl.SSLContext | bool, server_name: str | None, max_connections: int | None
+    base_url: str,
+    verify: ssl.SSLContext | bool,
+    server_name: str | None,
+    max_connections: int | None,
+    connect: Connect | None,
 ) -> Http1Pool:
     from kubelet_trio.client.http1 import Http1Pool
 
@@ -616,4 +525,5 @@ def _wire(
         keepalive_expiry=IDLE_CONNECTION_TIMEOUT,
         max_connections=max_connections,
         max_body=MAX_ANSWER,
+        connect=connect,
     )

@@ -73,6 +73,10 @@ MAX_HEAD = 64 * 1024
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
 _READ = 65536
 
+Connect = Callable[[str, int], Awaitable[trio.abc.Stream]]
+"""Opens a byte stream to ``(host, port)``: :func:`trio.open_tcp_stream`, or a test harness's in-process
+server."""
+
 
 @attrs.frozen
 class Headers:
@@ -289,6 +293,9 @@ class Http1Pool:
     keepalive_expiry: float = 60.0
     max_connections: int | None = None
     max_body: int = DEFAULT_MAX_BODY
+    #: Opens the byte stream under a connection (None: TCP to ``host``:``port``); a test harness serves
+    #: its in-process API server through it.
+    connect: Connect | None = None
     idle: list[_Connection] = attrs.Factory(list)
     opened: int = 0  # connections opened so far (tests and diagnostics)
     #: Every open connection, idle or in use (closed at once when the TLS identity changes).
@@ -421,7 +428,8 @@ class Http1Pool:
 
     async def _open(self) -> _Connection:
         try:
-            stream: trio.abc.Stream = await trio.open_tcp_stream(self.host, self.port)
+            connect = self.connect or trio.open_tcp_stream
+            stream: trio.abc.Stream = await connect(self.host, self.port)
             if self.ssl_context is not None:
                 tls = trio.SSLStream(
                     stream,
@@ -465,8 +473,6 @@ class Http1Pool:
 
 # -- one GET on connections of its own: httpGet probes and hooks, the manifest URL ------------------------
 
-Connect = Callable[[str, int], Awaitable[trio.abc.Stream]]
-"""Opens a byte stream to ``(host, port)``: :func:`trio.open_tcp_stream`, or a test's in-memory peer."""
 
 #: The statuses Go's ``http.Client`` follows when they carry a ``Location``.
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})

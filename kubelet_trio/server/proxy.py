@@ -20,6 +20,7 @@ import urllib.parse
 from collections.abc import Sequence
 
 import attrs
+import h11
 import trio
 
 from kubelet_trio.boundary import BoundaryErrors, contain
@@ -35,12 +36,16 @@ _DROPPED = frozenset({"host", "authorization", "content-length", "transfer-encod
 
 
 def upgrade_request_head(method: str, url: str, headers: Sequence[tuple[str, str]]) -> bytes:
-    """The request line and headers sent to the streaming server for the client's upgrade request."""
+    """The request line and headers sent to the streaming server for the client's upgrade request (written
+    by h11, which refuses what is not a valid field: a ``ValueError``)."""
     parts = urllib.parse.urlsplit(url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    lines = [f"{method} {target} HTTP/1.1", f"Host: {parts.netloc}"]
-    lines += [f"{name}: {value}" for name, value in headers if name.lower() not in _DROPPED]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    fields = [("Host", parts.netloc), *((n, v) for n, v in headers if n.lower() not in _DROPPED)]
+    try:
+        head = h11.Connection(h11.CLIENT).send(h11.Request(method=method, target=target, headers=fields))
+    except h11.LocalProtocolError as err:
+        raise ValueError(f"cannot forward the upgrade request: {err}") from None
+    return head or b""
 
 
 async def _dial(url: str, ssl_context: ssl.SSLContext | None) -> trio.abc.Stream:

@@ -6,7 +6,8 @@ gets a TCP listener on its pod's address and each port while it runs: the pod IP
 address the host owns (sim-cri's ``--pod-cidr`` in ``127.0.0.0/8``, all of which is loopback on Linux),
 or loopback for a host-network pod; and on the host ports its sandbox maps to them (loopback unless the
 mapping names a host IP). Each connection is answered as a web server's default page would
-be: ``200`` with a small HTML body, then closed. The listeners close when the container stops (or its
+be: ``200`` with a small HTML body, then closed (by the node's HTTP/1.1 server, h11's parsing; a
+failure is that connection's, counted at the ``http`` boundary). The listeners close when the container stops (or its
 sandbox goes). A port that cannot be bound (taken, a privileged port without the right to it, an
 address the host does not own) is logged and left unserved; the container still runs.
 
@@ -21,23 +22,23 @@ import logging
 import math
 import operator
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
-from kubelet_trio.boundary import BoundaryErrors, contain
+from kubelet_trio.boundary import BoundaryErrors
+from kubelet_trio.httpserver.http11 import HttpServer
 from kubelet_trio.logs import kv
 
 if TYPE_CHECKING:
     from kubelet_trio.sim.records import ContainerRecord
     from kubelet_trio.sim.runtime import SimRuntime
 
-__all__ = ["PodNetwork", "dial_pod", "http_response"]
+__all__ = ["PAGE", "PodNetwork", "dial_pod"]
 
 logger = logging.getLogger(__name__)
 
-MAX_REQUEST_HEAD = 64 * 1024  # bytes of request line and headers read before answering anyway
 REQUEST_READ_TIMEOUT = 10.0  # seconds a client gets to send its request head
 PAGE = (
     b"<!DOCTYPE html>\n<html><head><title>kubelet-trio sim</title></head>\n"
@@ -45,24 +46,16 @@ PAGE = (
 )
 
 
-def http_response(request_head: bytes) -> bytes:
-    """The answer to any request: the page (headers only for ``HEAD``), and the connection closes."""
-    head = (
-        b"HTTP/1.1 200 OK\r\nServer: kubelet-trio-sim\r\nContent-Type: text/html\r\n"
-        b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(PAGE)
-    )
-    return head if request_head.startswith(b"HEAD ") else head + PAGE
-
-
-async def _read_head(stream: trio.abc.ReceiveStream) -> bytes:
-    received = b""
-    with trio.move_on_after(REQUEST_READ_TIMEOUT):
-        while b"\r\n\r\n" not in received and len(received) < MAX_REQUEST_HEAD:
-            data = await stream.receive_some(MAX_REQUEST_HEAD)
-            if not data:
-                break
-            received += data
-    return received
+async def _page(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The answer to any request: the page (its head only for ``HEAD``), and the connection closes."""
+    headers = [
+        (b"Server", b"kubelet-trio-sim"),
+        (b"Content-Type", b"text/html"),
+        (b"Content-Length", b"%d" % len(PAGE)),
+        (b"Connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else PAGE})
 
 
 async def dial_pod(sim: SimRuntime, sandbox_id: str, port: int) -> trio.SocketStream:
@@ -93,6 +86,10 @@ class PodNetwork:
     sim: SimRuntime
     boundary_errors: BoundaryErrors | None = None
     _served: set[str] = attrs.field(init=False, factory=set)  # ids of containers with listeners
+    _server: HttpServer = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._server = HttpServer(_page, idle_timeout=REQUEST_READ_TIMEOUT, errors=self.boundary_errors)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -124,7 +121,7 @@ class PodNetwork:
             )
             async with trio.open_nursery() as nursery:
                 for listener in listeners:
-                    nursery.start_soon(trio.serve_listeners, self._answer, [listener])
+                    nursery.start_soon(trio.serve_listeners, self._server.handle, [listener])
                 await self._until_stopped(container)
                 nursery.cancel_scope.cancel()
         finally:
@@ -135,17 +132,3 @@ class PodNetwork:
         left = math.inf if natural is None else max(0.0, (natural.at_ns - self.sim.now_ns()) / 1e9)
         with trio.move_on_after(left):
             await container.terminated.wait()
-
-    async def _answer(self, stream: trio.SocketStream) -> None:
-        async with stream:
-            try:
-                host, port = stream.socket.getpeername()[:2]
-            except OSError:
-                return  # the client already left
-            with contain("http", self.boundary_errors, peer=f"{host}:{port}"):
-                try:
-                    head = await _read_head(stream)
-                    if head:
-                        await stream.send_all(http_response(head))
-                except trio.BrokenResourceError:
-                    pass  # the client left first, as clients may

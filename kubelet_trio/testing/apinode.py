@@ -95,7 +95,8 @@ async def open_api_node(
     **config: Any,
 ) -> AsyncIterator[ApiNode]:
     """A node on ``sim`` (default: a new SimRuntime; any Runtime works) talking to ``api`` through its
-    in-process transport, or through ``client`` when given (a real connection).
+    loopback (the production API client on a socket pair), or through ``client`` when given (a TCP or
+    TLS connection).
 
     ``config`` is :class:`~kubelet_trio.kubelet.KubeletConfig` fields; ``options`` the registration and
     reporting settings (default: the pinned :data:`MACHINE`); ``credential_providers`` the registered

@@ -1,28 +1,26 @@
 """No API server answer can stop the node: what fails to decode in a list or watch is contained to that
 pod (logged, counted, skipped) or to that watch (logged once, counted under ``apiwatch``, relisted after a
-backoff), and the other pods go on. A scripted server behind ``httpx.MockTransport``, under MockClock."""
+backoff), and the other pods go on. A scripted server (:mod:`tests.apiserver.scripted`), under MockClock."""
 
 from __future__ import annotations
 
 import json
 import logging
 import random
-from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
 import trio
 import trio.testing
 
 from kubelet_trio.boundary import BoundaryErrors
-from kubelet_trio.client import open_api_client
 from kubelet_trio.client.reflector import BACKOFF_INITIAL, ObjectReflector
 from kubelet_trio.config import apiserver
 from kubelet_trio.config.apiserver import ApiserverSource
 from kubelet_trio.config.types import SourceSet
 from kubelet_trio.logs import record_fields
 from tests.apiserver.harness import pod_manifest
+from tests.apiserver.scripted import Reply, Seen, scripted_api
 
 
 class NoJitter(random.Random):
@@ -30,18 +28,6 @@ class NoJitter(random.Random):
 
     def random(self) -> float:
         return 0.0
-
-
-class _Lines(httpx.AsyncByteStream):
-    """A watch answer: these lines, then nothing more until the client goes away."""
-
-    def __init__(self, lines: list[bytes]) -> None:
-        self.lines = lines
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for line in self.lines:
-            yield line + b"\n"
-        await trio.sleep_forever()
 
 
 class ScriptedServer:
@@ -53,13 +39,13 @@ class ScriptedServer:
         self.watches = watches
         self.requests: list[tuple[str, float]] = []
 
-    async def handle(self, request: httpx.Request) -> httpx.Response:
-        if request.url.params.get("watch") == "true":
+    def handle(self, request: Seen) -> Reply:
+        if request.query.get("watch") == "true":
             self.requests.append(("watch", trio.current_time()))
-            return httpx.Response(200, stream=_Lines(self.watches.pop(0) if self.watches else []))
+            return Reply(200, lines=tuple(self.watches.pop(0) if self.watches else []))
         self.requests.append(("list", trio.current_time()))
         body = self.lists.pop(0) if len(self.lists) > 1 else self.lists[0]
-        return httpx.Response(200, json=body)
+        return Reply.json(body)
 
     def times(self, kind: str) -> list[float]:
         return [at for what, at in self.requests if what == kind]
@@ -88,8 +74,7 @@ async def run_source(
 ) -> tuple[ApiserverSource, list[list[str]]]:
     """Run the pod source until it published ``sets`` sets (and everything settled); their pod names."""
     published: list[list[str]] = []
-    transport = httpx.MockTransport(server.handle)
-    async with open_api_client(server="http://api", transport=transport) as client:
+    async with scripted_api(server.handle) as client:
         send, receive = trio.open_memory_channel[SourceSet](100)
         source = ApiserverSource(client, "node-1", send, rng=NoJitter(), boundary_errors=errors)
         async with trio.open_nursery() as nursery:
@@ -118,11 +103,11 @@ async def test_a_watch_line_that_is_not_an_event_is_contained_and_relists_after_
 ) -> None:
     server = ScriptedServer(
         [pod_list("10", pod("a", "9")), pod_list("20", pod("a", "9"), pod("b", "11"), pod("c", "15"))],
-        [[event("ADDED", pod("b", "11")), line, event("ADDED", pod("never", "12"))]],
+        [[line, event("ADDED", pod("never", "12"))]],
     )
     errors = BoundaryErrors()
     source, published = await run_source(server, errors, 2)
-    assert published == [["a"], ["a", "b", "c"]]  # b's batch broke off; the relist brought b and c
+    assert published == [["a"], ["a", "b", "c"]]  # nothing after the line; the relist brought b and c
     assert source.lists == 2
     [first_watch, *_] = server.times("watch")
     assert server.times("list")[1] - first_watch == pytest.approx(BACKOFF_INITIAL)
@@ -194,7 +179,7 @@ async def test_the_object_reflector_contains_a_watch_line_that_is_not_an_event(
         [[b'{"type": "MODIFIED", "object": "n1"}']],
     )
     errors = BoundaryErrors()
-    async with open_api_client(server="http://api", transport=httpx.MockTransport(server.handle)) as client:
+    async with scripted_api(server.handle) as client:
         reflector = ObjectReflector(client, "/api/v1/nodes", "n1", rng=NoJitter(), boundary_errors=errors)
         async with trio.open_nursery() as nursery:
             await nursery.start(reflector.run)

@@ -394,16 +394,7 @@ class Namespace:
         query = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in params.items()}
         if container:
             query["container"] = container
-        response = await self.client.http.get(
-            self.path("pods", name, "log"),
-            params=query,
-            headers={"Authorization": f"Bearer {self.cluster.api.token}"},
-        )
-        if response.status_code != 200:
-            raise AssertionError(
-                f"GET {self.path('pods', name, 'log')}: {response.status_code} {response.text}"
-            )
-        return response.text
+        return await self.client.get_text(self.path("pods", name, "log"), query)
 
     async def events(self, name: str) -> list[dict[str, Any]]:
         """The events recorded for the object ``name`` in this namespace."""

@@ -20,15 +20,10 @@ RUN_COUNTER = (
 
 async def follow(ns: Namespace, name: str, container: str) -> str:
     """``GET pods/<name>/log?follow=true`` read to its end (the container exiting ends it)."""
-    async with ns.client.http.stream(
-        "GET",
-        ns.path("pods", name, "log"),
-        params={"container": container, "follow": "true"},
-        headers={"Authorization": f"Bearer {ns.cluster.api.token}"},
-        timeout=None,
-    ) as response:
-        assert response.status_code == 200, await response.aread()
-        return "".join([chunk async for chunk in response.aiter_text()])
+    query = {"container": container, "follow": "true"}
+    async with ns.client.open_stream(ns.path("pods", name, "log"), query) as response:
+        assert response.status_code == 200, await response.read()
+        return b"".join([piece async for piece in response.pieces()]).decode()
 
 
 async def test_log_options(ns: Namespace) -> None:

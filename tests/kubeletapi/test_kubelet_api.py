@@ -12,14 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import trio
 import trustme
 from cryptography import x509
 
 from kubelet_trio.apimode import ApiModeOptions
+from kubelet_trio.client.errors import BadRequest, Unauthorized
 from kubelet_trio.options import component_configs, load_options
 from kubelet_trio.server.auth import request_attributes
-from kubelet_trio.testing.fakeapi.server import FAKE_URL, open_fake_api
+from kubelet_trio.testing.fakeapi.server import open_fake_api
 from kubelet_trio.testing.node import SimNode, open_sim_node
 from kubelet_trio.testing.registry import free_port
 from tests.apiserver.harness import MACHINE, node_ready, open_api_node, pod_manifest
@@ -198,7 +200,7 @@ async def test_kubectl_logs_through_the_api_server(tmp_path: Path) -> None:
                 options=ApiModeOptions(machine=MACHINE, kubelet_port=port),
                 **server_files(ca, tmp_path),
             ),
-            httpx.AsyncClient(transport=api.transport, base_url=FAKE_URL) as kubectl,
+            api.client() as kubectl,
         ):
             await api.wait_for(lambda: node_ready(api, NODE))
             api.create_pod(pod_manifest("talk", {"app": 'print "hello"; print "world"; run'}, node=NODE))
@@ -208,15 +210,16 @@ async def test_kubectl_logs_through_the_api_server(tmp_path: Path) -> None:
             apiserver.configure_cert(context)
             api.app.kubelet_tls = context
             path = "/api/v1/namespaces/default/pods/talk/log"
-            while (response := await kubectl.get(path)).text != "hello\nworld\n":
-                assert response.status_code == 200, response.text
+            while True:  # the log is complete once the container printed both lines
+                if await kubectl.get_text(path) == "hello\nworld\n":
+                    break
                 await trio.sleep(0.05)
-            tail = await kubectl.get(path, params={"container": "app", "tailLines": "1"})
-            assert (tail.status_code, tail.text) == (200, "world\n")
-            missing = await kubectl.get(path, params={"container": "nope"})
-            assert missing.status_code == 400
-            assert missing.json()["message"] == "container nope is not valid for pod talk"
+            assert await kubectl.get_text(path, {"container": "app", "tailLines": "1"}) == "world\n"
+            with pytest.raises(BadRequest) as missing:
+                await kubectl.get_text(path, {"container": "nope"})
+            assert missing.value.message == "container nope is not valid for pod talk"
 
             api.app.kubelet_tls = None  # an API server without a kubelet client certificate
-            refused = await kubectl.get(path)
-            assert (refused.status_code, refused.text) == (401, "Unauthorized\n")
+            with pytest.raises(Unauthorized) as refused:
+                await kubectl.get_text(path)
+            assert refused.value.message == "Unauthorized"

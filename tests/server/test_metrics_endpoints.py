@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from kubelet_trio.sim.usage import USAGE_ANNOTATION_PREFIX
 from kubelet_trio.stats import HostSample, fixed_host_sample
 from kubelet_trio.testing.apinode import open_api_node
 from kubelet_trio.testing.fakeapi import open_fake_api
+from tests.apiserver.scripted import Reply, scripted_api
 from tests.server.harness import open_test_node, pod_manifest
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -83,13 +85,10 @@ async def test_rest_client_metrics_count_attempts_and_time_requests(
 ) -> None:
     answers = iter([503, 200, 404])
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(next(answers), json={"kind": "Status"})
-
     metrics = KubeletMetrics()
     retry = RetryPolicy(initial=1.0, jitter=0.0)
-    transport = httpx.MockTransport(handler)
-    async with open_api_client(server="https://10.1.2.3:6443", transport=transport, retry=retry) as api:
+    reply = lambda _: Reply.json({"kind": "Status"}, next(answers))  # noqa: E731
+    async with scripted_api(reply, server="http://10.1.2.3:6443", retry=retry) as api:
         api.metrics = metrics
         await api.get("/api/v1/nodes/n")  # 503, retried after 1 s, then 200
         with pytest.raises(NotFound):
@@ -107,13 +106,12 @@ async def test_rest_client_metrics_count_attempts_and_time_requests(
 async def test_rest_client_errors_without_an_answer_are_counted_as_error(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("connection refused", request=request)
+    async def refuse(host: str, port: int) -> trio.abc.Stream:
+        raise ConnectionRefusedError(errno.ECONNREFUSED, "connection refused")
 
     metrics = KubeletMetrics()
     retry = RetryPolicy(max_attempts=2, initial=0.5, jitter=0.0)
-    transport = httpx.MockTransport(handler)
-    async with open_api_client(server="https://api:6443", transport=transport, retry=retry) as api:
+    async with open_api_client(server="https://api:6443", connect=refuse, retry=retry) as api:
         api.metrics = metrics
         with pytest.raises(ApiUnavailable):
             await api.get("/api/v1/pods")

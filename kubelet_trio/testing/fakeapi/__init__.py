@@ -16,19 +16,19 @@ from kubelet_trio.testing.fakeapi.server import (
     write_kubeconfig,
 )
 from kubelet_trio.testing.fakeapi.store import FakeApiError, FakeStore
-from kubelet_trio.testing.fakeapi.transport import AsgiTransport, open_asgi_transport
+from kubelet_trio.testing.fakeapi.transport import Loopback, open_loopback
 
 __all__ = [
     "FAKE_URL",
-    "AsgiTransport",
     "FakeApi",
     "FakeApiApp",
     "FakeApiError",
     "FakeStore",
+    "Loopback",
     "RecordedRequest",
     "ServedFakeApi",
-    "open_asgi_transport",
     "open_fake_api",
+    "open_loopback",
     "open_served_fake_api",
     "serve_fake_api",
     "write_kubeconfig",

@@ -1,7 +1,8 @@
 """Ways to run the fake API server: in-process (``open_fake_api``) or on a loopback port (``serve_fake_api``).
 
 ``open_fake_api`` is what MockClock tests use: a :class:`FakeApi` with the store, the ASGI app, the
-streaming in-process transport and ``client()`` to open an ``ApiClient`` on it. ``serve_fake_api`` serves
+in-process loopback (:mod:`~kubelet_trio.testing.fakeapi.transport`: the production API client and HTTP
+server on a socket pair) and ``client()`` to open an ``ApiClient`` on it. ``serve_fake_api`` serves
 the same app on 127.0.0.1 (optionally over TLS) with the kubelet's own HTTP server
 (:mod:`kubelet_trio.httpserver.http11`, which also carries exec/attach/port-forward upgrades) for real-time
 tests and for the daemon's ``--kubeconfig`` path; ``open_served_fake_api`` is both at once, with a
@@ -26,7 +27,7 @@ from kubelet_trio.httpserver.http11 import HttpServer
 from kubelet_trio.testing.fakeapi.app import FakeApiApp
 from kubelet_trio.testing.fakeapi.store import FakeStore, Obj
 from kubelet_trio.testing.fakeapi.tokens import seed_namespace
-from kubelet_trio.testing.fakeapi.transport import AsgiTransport, open_asgi_transport
+from kubelet_trio.testing.fakeapi.transport import Loopback, open_loopback
 
 FAKE_URL = "http://fake-apiserver"
 
@@ -34,7 +35,7 @@ FAKE_URL = "http://fake-apiserver"
 @attrs.define(eq=False)
 class FakeApi:
     app: FakeApiApp
-    transport: AsgiTransport
+    loopback: Loopback
 
     @property
     def store(self) -> FakeStore:
@@ -42,13 +43,13 @@ class FakeApi:
 
     def client(self, **kwargs: Any) -> contextlib.AbstractAsyncContextManager[ApiClient]:
         kwargs.setdefault("retry", RetryPolicy(max_attempts=3, initial=0.1, max_delay=1.0))
-        return open_api_client(server=FAKE_URL, transport=self.transport, **kwargs)
+        return open_api_client(server=FAKE_URL, connect=self.loopback.connect, **kwargs)
 
     def go_down(self) -> None:
-        self.transport.go_down()
+        self.loopback.go_down()
 
     def come_back(self) -> None:
-        self.transport.come_back()
+        self.loopback.come_back()
 
     async def wait_for(self, predicate: Callable[[], bool]) -> None:
         """Wait until ``predicate`` (over the store) holds; re-checked after every write. The caller
@@ -101,8 +102,8 @@ async def open_fake_api(
         FakeStore(history_limit=history_limit) if now is None else FakeStore(now, history_limit=history_limit)
     )
     app = FakeApiApp(store, bookmark_interval=bookmark_interval)
-    async with open_asgi_transport(app) as transport:
-        yield FakeApi(app, transport)
+    async with open_loopback(app) as loopback:
+        yield FakeApi(app, loopback)
 
 
 @contextlib.asynccontextmanager
@@ -183,4 +184,4 @@ async def open_served_fake_api(
         api.app.token = token
         async with serve_fake_api(api.app, host=host, port=port) as url:
             write_kubeconfig(kubeconfig, url, token)
-            yield ServedFakeApi(api.app, api.transport, url=url, kubeconfig=kubeconfig)
+            yield ServedFakeApi(api.app, api.loopback, url=url, kubeconfig=kubeconfig)
