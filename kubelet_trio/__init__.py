@@ -10,8 +10,6 @@ from typing import TYPE_CHECKING
 
 from kubelet_trio.lazy import lazy_exports
 
-__version__ = "0.1.0"
-
 if TYPE_CHECKING:
     from kubelet_trio.api import (
         Container,
@@ -36,9 +34,11 @@ if TYPE_CHECKING:
     from kubelet_trio.kubelet_builder import KubeletDeps, KubeletNode, open_kubelet
     from kubelet_trio.sim.runtime import SimRuntime
     from kubelet_trio.testing.node import SimNode, open_node, open_sim_node
+    from kubelet_trio.version import __version__
 
 #: public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
+    "__version__": "kubelet_trio.version",  # declared there, next to the Kubernetes version it follows
     # the node: one composition root
     "open_kubelet": "kubelet_trio.kubelet_builder",
     "KubeletDeps": "kubelet_trio.kubelet_builder",

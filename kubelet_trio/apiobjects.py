@@ -306,9 +306,6 @@ class WatchingObjectStore:
                 await trio.sleep(self.idle_after / 2)
                 self._drop_idle()
 
-    def watched(self) -> list[ObjectRef]:
-        return list(self._watches)
-
     async def ensure_pod(self, pod: Pod) -> None:
         await self.ensure(referenced_objects(pod))
 

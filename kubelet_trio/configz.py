@@ -3,12 +3,12 @@
 Go (``cmd/kubelet/app/server.go`` ``setConfigz``) converts its internal configuration to
 ``kubelet.config.k8s.io/v1beta1`` and serves ``{"kubeletconfig": {...}}`` with no ``kind`` or
 ``apiVersion`` (tools add them back to reuse the answer as a ``--config`` file). Here the configuration is
-built from the settings table (:data:`kubelet_trio.options.settings.SETTINGS`): every setting with a
-configuration key, nested where the key is dotted (``authentication.webhook.cacheTTL``), in the file's
-own spelling; an unset optional setting (``maxParallelImagePulls``) is left out, as Go omits a nil
-pointer. Each value's spelling is checked against the setting's own file parser, so the answer read
-back through ``--config`` gives the same options: durations as Go durations (``2m0s``), quantities and
-maps as written, lists as lists.
+built from the settings of the options' class (:func:`kubelet_trio.options.settings.settings_of`): every
+setting with a configuration key, nested where the key is dotted (``authentication.webhook.cacheTTL``),
+in the file's own spelling; an unset optional setting (``maxParallelImagePulls``) is left out, as Go
+omits a nil pointer. Each value's spelling is checked against the setting's own file parser, so the
+answer read back through ``--config`` gives the same options: durations as Go durations (``2m0s``),
+quantities and maps as written, lists as lists.
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubelet_trio.clock import go_duration
-from kubelet_trio.options.settings import CONFIG_API_VERSION, CONFIG_KIND, SETTINGS, KubeletOptions, Setting
+from kubelet_trio.options.settings import (
+    CONFIG_API_VERSION,
+    CONFIG_KIND,
+    KubeletOptions,
+    Setting,
+    settings_of,
+)
 
 __all__ = ["configz_body", "kubelet_configuration"]
 
@@ -56,7 +62,7 @@ def kubelet_configuration(options: KubeletOptions, *, with_type: bool = False) -
     config: dict[str, Any] = {}
     if with_type:
         config = {"kind": CONFIG_KIND, "apiVersion": CONFIG_API_VERSION}
-    for setting in SETTINGS:
+    for setting in settings_of(type(options)):
         if not setting.key:
             continue
         value = getattr(options, setting.dest)

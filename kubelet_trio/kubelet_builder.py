@@ -64,10 +64,9 @@ from kubelet_trio.kubelet import (
     Kubelet,
     KubeletConfig,
     PodSource,
-    default_node_ips,
-    record_node_event,
     record_pod_event,
 )
+from kubelet_trio.kubelet_node_status import default_node_ips, record_node_event
 from kubelet_trio.kuberuntime.container import RunContainerOptions, RunOptionsProvider
 from kubelet_trio.kuberuntime.manager import KubeRuntimeManager
 from kubelet_trio.kuberuntime.mounts import RunOptionsGenerator

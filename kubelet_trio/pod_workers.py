@@ -236,9 +236,6 @@ class PodWorkers:
             del self._work_queue[uid]
         return ready
 
-    def next_due(self) -> float | None:
-        return min(self._work_queue.values(), default=None)
-
     def sync_known_pods(self, desired: dict[str, Pod]) -> dict[str, WorkType]:
         """Forget finished workers of pods no longer desired; terminate running ones (housekeeping)."""
         self._pods_synced = True
@@ -263,9 +260,6 @@ class PodWorkers:
 
     def status(self, uid: str) -> PodSyncStatus | None:
         return self._statuses.get(uid)
-
-    def known_uids(self) -> list[str]:
-        return list(self._statuses)
 
     def is_known(self, uid: str) -> bool:
         return uid in self._statuses

@@ -32,7 +32,6 @@ import attrs
 import trio
 import trio_util
 
-from kubelet_trio import defaults
 from kubelet_trio.api import ManifestError, Pod, parse_manifest
 from kubelet_trio.api.pod import TERMINAL_PHASES
 from kubelet_trio.api.status import PodStatus as ApiPodStatus
@@ -45,8 +44,13 @@ from kubelet_trio.container.types import ContainerState
 from kubelet_trio.cri import errors as cri_errors
 from kubelet_trio.cri.runtime import Runtime
 from kubelet_trio.fsio import RunSync, run_in_thread
-from kubelet_trio.kubelet import KubeletConfig
 from kubelet_trio.kubelet_builder import KubeletDeps, open_kubelet
+from kubelet_trio.kubelet_config import (
+    TARGET_COMPLETION,
+    TARGET_RUNNING,
+    KubeletConfig,
+    RunOnceSettings,
+)
 from kubelet_trio.kuberuntime.logs_reader import tail_text
 from kubelet_trio.logs import kobj, kv
 from kubelet_trio.runonce_report import ContainerReport, PodReport, RunOnceReport, container_reports
@@ -66,24 +70,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MAX_RETRIES = 10  # runOnceMaxRetries
-RETRY_DELAY = 1.0  # runOnceRetryDelay
-RETRY_BACKOFF = 2.0  # runOnceRetryDelayBackoff
 LOG_TAIL_LINES = 10
 CLEANUP_MARGIN = 15.0  # beyond the longest grace period, for the runtime to stop and remove everything
-TARGET_RUNNING = "running"
-TARGET_COMPLETION = "completion"
-
-
-@attrs.frozen
-class RunOnceSettings:
-    wait: str = TARGET_RUNNING  # "running" | "completion"
-    timeout: float = defaults.RUNONCE_TIMEOUT
-    cleanup: bool = False
-    max_pods: int = defaults.MAX_PODS
-    retries: int = MAX_RETRIES
-    retry_delay: float = RETRY_DELAY
-    retry_backoff: float = RETRY_BACKOFF
 
 
 async def fetch_manifest_url(

@@ -1,17 +1,20 @@
 """This kubelet's version (Go: ``component-base/version``): the Kubernetes release whose kubelet it
 follows, with the package version as build metadata, ``v1.36.0+kubelet-trio.0.1.0``.
 
-The package version itself is declared once, as ``kubelet_trio.__version__`` (``pyproject.toml`` reads it
-from there); the Node object's ``kubeletVersion``, ``--version`` and the API client's user agent use it.
+The package version itself is declared once, here as ``__version__`` (``pyproject.toml`` reads it from
+here, ``kubelet_trio.__version__`` re-exports it); the Node object's ``kubeletVersion``, ``--version`` and
+the API client's user agent use it. It lives in this leaf module rather than in the package ``__init__`` so
+that a module needing it does not import the package facade.
 """
 
 from __future__ import annotations
 
 import platform
 
-from kubelet_trio import __version__
+__all__ = ["KUBELET_VERSION", "KUBERNETES_MINOR", "KUBERNETES_VERSION", "__version__", "raw_info"]
 
-__all__ = ["KUBELET_VERSION", "KUBERNETES_MINOR", "KUBERNETES_VERSION", "raw_info"]
+#: This package's version (the one place it is declared).
+__version__ = "0.1.0"
 
 #: The Kubernetes release whose kubelet this one follows (its API and its flags).
 KUBERNETES_VERSION = "v1.36.0"

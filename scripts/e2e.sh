@@ -6,6 +6,8 @@
 #   bash scripts/e2e.sh            the full selection (about 40 minutes on two cores), OUT=$K136/results-trio
 #   bash scripts/e2e.sh ci         the curated subset CI runs (scripts/e2e-ci-focus.txt, under 15 minutes)
 #   bash scripts/e2e.sh dry-run    list the selected specs
+#   bash scripts/e2e.sh resize     the in-place resize specs ('Pod InPlace Resize', GA: without [Beta] pod-level
+#                                  resizing and [Serial]; scripts/e2e-resize-skips.txt), OUT=$K136/results-trio-resize
 #   KUBELET=go bash scripts/e2e.sh the same run with the Go kubelet 1.36 on the node, for comparison
 #
 # The skip list (scripts/e2e-skips.txt) names each spec skipped beyond the upstream script's defaults and why
@@ -50,6 +52,13 @@ case "$mode" in
   full | dry-run)
     export PROCS=${PROCS:-6} TIMEOUT=${TIMEOUT:-60m}
     OUT=${OUT:-$K136/results-$KUBELET} ;;
+  resize | resize-dry-run)
+    export FOCUS='Pod InPlace Resize'
+    skips=$(lines scripts/e2e-resize-skips.txt | cut -f1 | paste -sd'|' -)
+    export SKIP="\[Serial\]|\[Beta\]|\[Alpha\]|\[Flaky\]${skips:+|$skips}"
+    export PROCS=${PROCS:-6} TIMEOUT=${TIMEOUT:-40m}
+    OUT=${OUT:-$K136/results-$KUBELET-resize}
+    [ "$mode" = resize ] || mode=dry-run ;;
   *) sed -n 2,16p "$0"; exit 2 ;;
 esac
 export OUT

@@ -23,6 +23,7 @@ from kubelet_trio.cri.remote import CriRuntime, open_cri_runtime, socket_path, t
 from kubelet_trio.logs import record_fields
 from kubelet_trio.testing.env import LocalCriEnvironment
 from tests.contract.targets import EXEC_SCRIPTED, FOREVER, Target, eventually_status
+from tests.test_cri_h2channel import calls_in_flight
 
 
 def test_socket_path() -> None:
@@ -102,8 +103,8 @@ async def assert_cancelled_promptly(target: Target, call: object) -> None:
     assert scope.cancelled_caught, "the call returned instead of blocking"
     assert trio.current_time() - started < 1.0
     await trio.lowlevel.checkpoint()
-    assert target.runtime.runtime_channel.calls_in_flight == 0
-    assert target.runtime.image_channel.calls_in_flight == 0
+    assert calls_in_flight(target.runtime.runtime_channel) == 0
+    assert calls_in_flight(target.runtime.image_channel) == 0
     await target.runtime.version()  # the session is still usable after a cancel
 
 

@@ -76,8 +76,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kuberuntime",),
     # node managers over the runtime manager
     ("stats", "container_log_manager", "runtimeclass", "sysctl", "eviction", "nodeshutdown", "metrics"),
-    # the kubelet
-    ("kubelet",),
+    # the kubelet: the class and the modules its methods are spread over, as Go's kubelet_*.go files
+    ("kubelet", "kubelet_config", "kubelet_pods", "kubelet_host", "kubelet_node_status"),
     # servers and API mode: what sees the node from above
     ("server", "apimode"),
     # assembly and run modes: settings, building a node, run-once, the test harness

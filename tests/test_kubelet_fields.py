@@ -25,8 +25,15 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kubelet_trio"
 
-#: The modules that may read the Kubelet's fields: the class itself and the composition root.
-INSIDE = frozenset({"kubelet.py", "kubelet_builder.py"})
+#: The modules that may read the Kubelet's fields: the class itself, its mixins (the parts of it that
+#: mirror Go's ``kubelet_pods.go`` and the HostInterface verbs) and the composition root.
+INSIDE = frozenset({"kubelet.py", "kubelet_pods.py", "kubelet_host.py", "kubelet_builder.py"})
+#: Where the Kubelet's members are declared: the class and its mixins (module, class).
+KUBELET_CLASSES = (
+    ("kubelet.py", "Kubelet"),
+    ("kubelet_pods.py", "PodsMixin"),
+    ("kubelet_host.py", "HostInterfaceMixin"),
+)
 KUBELET_TYPES = frozenset({"Kubelet", "HostInterface"})
 RECEIVER_NAMES = frozenset({"kubelet", "_kubelet"})
 
@@ -64,8 +71,15 @@ def _members(cls: ast.ClassDef) -> tuple[set[str], set[str]]:
 
 
 def kubelet_attributes(root: Path = PACKAGE) -> tuple[set[str], set[str]]:
-    """(fields, methods) of the Kubelet (attrs keeps a private field's underscore on the attribute)."""
-    return _members(_class(root / "kubelet.py", "Kubelet"))
+    """(fields, methods) of the Kubelet and its mixins (attrs keeps a private field's underscore on the
+    attribute)."""
+    fields: set[str] = set()
+    methods: set[str] = set()
+    for module, name in KUBELET_CLASSES:
+        more_fields, more_methods = _members(_class(root / module, name))
+        fields |= more_fields
+        methods |= more_methods
+    return fields, methods
 
 
 def host_verbs(root: Path = PACKAGE) -> set[str]:

@@ -221,9 +221,6 @@ class AllocationManager:
 
     # -- allocation -------------------------------------------------------------------------------
 
-    def container_allocation(self, uid: str, container: str) -> ResourceRequirements | None:
-        return self.state.get_container(uid, container)
-
     def update_pod_from_allocation(self, pod: Pod) -> tuple[Pod, bool]:
         return update_pod_from_allocation(pod, self.state.get_pod(pod.uid))
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 __all__ = [
-    "is_c_identifier",
     "is_dns1123_label",
     "is_dns1123_subdomain",
     "is_iana_svc_name",
@@ -23,7 +22,6 @@ _QNAME_RE = re.compile(f"^{_QNAME_FMT}$")
 _LABEL_VALUE_RE = re.compile(f"^({_QNAME_FMT})?$")
 _SVC_NAME_CHARS = re.compile("^[-a-z0-9]+$")
 _HAS_LETTER = re.compile("[a-z]")
-_C_IDENT_RE = re.compile("^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def is_dns1123_label(value: str) -> list[str]:
@@ -106,12 +104,3 @@ def is_label_value(value: str) -> list[str]:
             f"'({_QNAME_FMT})?')"
         )
     return errs
-
-
-def is_c_identifier(value: str) -> list[str]:
-    if _C_IDENT_RE.fullmatch(value):
-        return []
-    return [
-        "a valid C identifier must start with alphabetic character or '_', followed by a string of "
-        "alphanumeric characters or '_'"
-    ]

@@ -184,10 +184,6 @@ class Quantity:
     def is_zero(self) -> bool:
         return self._mantissa == 0
 
-    def fits_scale(self, scale: int) -> bool:
-        """True when the value is a whole multiple of ``10**scale`` (``fits_scale(-3)``: whole millis)."""
-        return self._mantissa == 0 or _strip_tens(self._mantissa, self._exponent)[1] >= scale
-
     def scaled_value(self, scale: int) -> int:
         """``ceil(|q| / 10**scale)`` with q's sign: upstream's ``ScaledValue`` (rounds away from zero)."""
         shift = self._exponent - scale

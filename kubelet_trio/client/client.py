@@ -122,7 +122,7 @@ Decode = Callable[[Answer, str, str], Any]
 
 
 def _user_agent() -> str:
-    from kubelet_trio import __version__
+    from kubelet_trio.version import __version__
 
     machine = platform.machine().lower().replace("x86_64", "amd64").replace("aarch64", "arm64")
     return f"kubelet-trio/{__version__} ({platform.system().lower()}/{machine})"

@@ -6,7 +6,6 @@ private containerd (``LocalCriEnvironment``) when this machine can run one. The 
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 import tempfile
@@ -25,12 +24,6 @@ Each step prints the exact command it runs, then its progress and report. The co
 throw-away containerd and a loopback registry that also answers for docker.io, so the examples'
 busybox:1.36 resolves offline. Other flags are passed on to each kubelet-trio --runonce run.
 """
-
-
-def _shown(path: Path) -> str:
-    """``examples`` when run from the repository, else the absolute path."""
-    relative = os.path.relpath(path)
-    return path.as_posix() if relative.startswith("..") else relative
 
 
 def _run(title: str, args: list[str]) -> int:

@@ -135,10 +135,6 @@ def node_machine(name: str, settings: SimNodesSettings) -> MachineInfo:
     )
 
 
-def _nth_port(base: int, index: int) -> int:
-    return base + index if base else 0
-
-
 def pod_cidr(index: int) -> str:
     """Node ``index``'s /24 of ``POD_NETWORK``, so pod IPs are unique across the simulated nodes."""
     return str(ipaddress.IPv4Network((int(POD_NETWORK.network_address) + index * 256, 24)))

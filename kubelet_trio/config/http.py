@@ -30,13 +30,14 @@ import attrs
 import trio
 import trio_util
 
-from kubelet_trio import __version__, defaults
+from kubelet_trio import defaults
 from kubelet_trio.api import ManifestError, Pod, parse_manifest
 from kubelet_trio.api.manifest import MAX_MANIFEST_BYTES, manifest_too_large
 from kubelet_trio.boundary import BoundaryErrors, contain
 from kubelet_trio.config.static import make_static_pod
 from kubelet_trio.config.types import HTTP_SOURCE, SourceSet
 from kubelet_trio.logs import kv
+from kubelet_trio.version import __version__
 
 if TYPE_CHECKING:
     from kubelet_trio.client.http1 import Connect

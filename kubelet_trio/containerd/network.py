@@ -110,9 +110,6 @@ class PodNetwork:
     def cni_data_dir(self) -> Path:
         return self.claims_dir / f"{self.bridge}.ipam"
 
-    def contains(self, ip: str) -> bool:
-        return ipaddress.ip_address(ip) in ipaddress.ip_network(self.subnet)
-
     def with_containerd(self, pid: int, socket: str) -> PodNetwork:
         """Record the containerd serving this network (stale-claim cleanup stops it); rewrites the claim."""
         network = attrs.evolve(self, containerd_pid=pid, containerd_socket=socket)

@@ -920,11 +920,6 @@ class H2Channel:
     _connection: _Connection | None = None
     _dialling: trio.Lock = attrs.Factory(trio.Lock)
 
-    @property
-    def calls_in_flight(self) -> int:
-        """Calls waiting for their answer (a cancelled call is not one: it returned)."""
-        return len(self._connection.calls) if self._connection is not None else 0
-
     async def unary(self, path: str, message: bytes) -> bytes:
         """Call the method at ``path`` (``/package.Service/Method``) with the encoded ``message``; return
         the answer's encoded message. The current Trio deadline is sent as ``grpc-timeout``; the caller's

@@ -201,9 +201,6 @@ class EvictionManager:
 
     # -- queries --------------------------------------------------------------------------------------
 
-    def is_under_pressure(self, condition: str) -> bool:
-        return condition in self.conditions.value
-
     def admit(self, pod: Pod, others: Sequence[Pod] = ()) -> AdmitResult | None:
         """Go ``Admit``: None to admit, else why not (reason ``Evicted``)."""
         conditions = self.conditions.value

@@ -16,7 +16,7 @@ import attrs
 import trio
 
 from kubelet_trio.api import Pod
-from kubelet_trio.stats import FsStats, PodStats, PodStatsProvider
+from kubelet_trio.stats.types import FsStats, PodStats, PodStatsProvider
 
 __all__ = ["ContainerUsage", "PodUsage", "PodUsageProvider", "SimulatedPodUsage", "StatsPodUsage"]
 

@@ -48,11 +48,6 @@ class FsStats:
     available: int
     mountpoint: str = ""
 
-    @property
-    def usage_percent(self) -> int:
-        """Go's ``100 - available*100/capacity`` (integer division)."""
-        return 100 - (self.available * 100 // self.capacity) if self.capacity > 0 else 0
-
 
 class ImageFsStatsProvider(Protocol):
     async def image_fs_stats(self) -> FsStats: ...

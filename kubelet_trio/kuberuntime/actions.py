@@ -102,17 +102,6 @@ class PodActions:
     # A container restarts for a resize: the pod cgroup is resized too.
     update_pod_resources: bool = False
 
-    def container_names_to_start(self, pod: Pod) -> list[str]:
-        containers = (pod.spec.containers if pod.spec else None) or ()
-        return [containers[i].name or "" for i in self.containers_to_start]
-
-    def init_container_names_to_start(self, pod: Pod) -> list[str]:
-        inits = (pod.spec.init_containers if pod.spec else None) or ()
-        indices = list(self.init_containers_to_start)
-        if self.next_init_container_to_start is not None:
-            indices = [self.next_init_container_to_start]
-        return [inits[i].name or "" for i in indices]
-
 
 def _restart_policy(pod: Pod) -> str:
     return (pod.spec.restart_policy if pod.spec else None) or "Always"

@@ -11,8 +11,6 @@
 - :meth:`ContainerGC.remove_dead_containers`: per container name of a pod, keep the newest
   ``max(keep, 1)`` dead instances (the newest is what restart counts and crash-loop backoff read) and
   remove the older ones, log files first.
-- :meth:`ContainerGC.remove_dead_sandboxes`: remove not-ready sandboxes of a pod that hold no
-  containers, except the newest.
 - :meth:`ContainerGC.collect_orphans`: runtime pods that are no longer desired and are fully stopped
   (no running container, no ready sandbox) lose their containers, sandboxes and log directory. Pods
   that still run are left to the kubelet's kill path.
@@ -30,7 +28,6 @@ import attrs
 from kubelet_trio import defaults
 from kubelet_trio.container.types import ContainerState, ContainerStatus, PodStatus, RuntimePod
 from kubelet_trio.cri import errors as cri_errors
-from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.kuberuntime.logs import pod_logs_directory, remove_pod_logs
 from kubelet_trio.logs import kobj, kv
 
@@ -129,27 +126,6 @@ class ContainerGC:
                     continue
                 logger.info("removed dead container", extra=kv(**ctx))
                 removed.append(instance.id)
-        return removed
-
-    async def remove_dead_sandboxes(self, status: PodStatus) -> list[str]:
-        """Remove not-ready sandboxes without containers, keeping the newest sandbox of the pod."""
-        removed: list[str] = []
-        for sandbox in status.sandbox_statuses[1:]:  # newest first: the newest is kept
-            if sandbox.ready:
-                continue
-            try:
-                if await self.runtime.list_containers(pb.ContainerFilter(pod_sandbox_id=sandbox.id)):
-                    continue
-                await self.runtime.remove_pod_sandbox(sandbox.id)
-            except cri_errors.CriError as err:
-                logger.warning(
-                    "failed to remove sandbox", extra=kv(uid=status.uid, sandbox=sandbox.id, err=err)
-                )
-                continue
-            logger.info(
-                "removed dead sandbox", extra=kv(pod=kobj(status), uid=status.uid, sandbox=sandbox.id)
-            )
-            removed.append(sandbox.id)
         return removed
 
     async def collect_orphans(self, pods: Collection[RuntimePod], desired_uids: Collection[str]) -> list[str]:

@@ -16,12 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from kubelet_trio.api import ContainerPort, LifecycleHandler
-from kubelet_trio.container.hash import hash_container
 from kubelet_trio.logs import kv
 
 if TYPE_CHECKING:
-    from kubelet_trio.api import Container, Pod
+    from kubelet_trio.api import Container, ContainerPort, LifecycleHandler, Pod
 
 __all__ = [
     "CONTAINER_HASH_ANNOTATION",
@@ -39,13 +37,11 @@ __all__ = [
     "POD_UID_LABEL",
     "AnnotatedContainerInfo",
     "LabeledContainerInfo",
-    "LabeledPodSandboxInfo",
     "container_annotations",
     "container_labels",
     "node_selector",
     "parse_container_annotations",
     "parse_container_labels",
-    "parse_sandbox_labels",
     "pod_annotations",
     "pod_labels",
 ]
@@ -66,10 +62,6 @@ CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION = "io.kubernetes.container.termina
 CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION = "io.kubernetes.container.terminationMessagePolicy"
 CONTAINER_PRE_STOP_HANDLER_ANNOTATION = "io.kubernetes.container.preStopHandler"
 CONTAINER_PORTS_ANNOTATION = "io.kubernetes.container.ports"
-
-_KUBELET_LABELS = frozenset(
-    {POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL, CONTAINER_NAME_LABEL, NODE_LABEL}
-)
 
 
 def _compact_json(value: Any) -> str:
@@ -109,6 +101,8 @@ def container_labels(container: Container, pod: Pod, node_name: str) -> dict[str
 
 def container_annotations(container: Container, pod: Pod, restart_count: int) -> dict[str, str]:
     """Container annotations (``newContainerAnnotations``)."""
+    from kubelet_trio.container.hash import hash_container  # the API types: only when a container is made
+
     annotations = {
         CONTAINER_HASH_ANNOTATION: hash_container(container),
         CONTAINER_RESTART_COUNT_ANNOTATION: str(restart_count),
@@ -130,15 +124,6 @@ def container_annotations(container: Container, pod: Pod, restart_count: int) ->
 
 
 @attrs.frozen
-class LabeledPodSandboxInfo:
-    pod_name: str
-    pod_namespace: str
-    pod_uid: str
-    node: str
-    labels: Mapping[str, str]  # the pod's own labels (kubelet labels removed)
-
-
-@attrs.frozen
 class LabeledContainerInfo:
     pod_name: str
     pod_namespace: str
@@ -157,16 +142,6 @@ class AnnotatedContainerInfo:
     pod_termination_grace_period: int | None = None
     pre_stop_handler: LifecycleHandler | None = None
     ports: tuple[ContainerPort, ...] = ()
-
-
-def parse_sandbox_labels(labels: Mapping[str, str]) -> LabeledPodSandboxInfo:
-    return LabeledPodSandboxInfo(
-        pod_name=labels.get(POD_NAME_LABEL, ""),
-        pod_namespace=labels.get(POD_NAMESPACE_LABEL, ""),
-        pod_uid=labels.get(POD_UID_LABEL, ""),
-        node=labels.get(NODE_LABEL, ""),
-        labels={k: v for k, v in labels.items() if k not in _KUBELET_LABELS},
-    )
 
 
 def parse_container_labels(labels: Mapping[str, str]) -> LabeledContainerInfo:
@@ -192,6 +167,8 @@ def _int(annotations: Mapping[str, str], key: str) -> int | None:
 
 def parse_container_annotations(annotations: Mapping[str, str]) -> AnnotatedContainerInfo:
     """Best effort, like Go: a bad value is logged and read as absent (hash "", restart count 0)."""
+    from kubelet_trio.api import ContainerPort, LifecycleHandler  # a file of constants loads no API types
+
     pre_stop: LifecycleHandler | None = None
     raw_pre_stop = annotations.get(CONTAINER_PRE_STOP_HANDLER_ANNOTATION)
     if raw_pre_stop:

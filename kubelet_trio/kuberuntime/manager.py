@@ -1,5 +1,5 @@
 """``KubeRuntimeManager``: the kubelet's runtime manager over a CRI ``Runtime`` (Go:
-``kuberuntime_manager.go``), implementing :class:`~kubelet_trio.container.runtime.KubeRuntime`.
+``kuberuntime_manager.go``), the kubelet-level runtime (Go: ``kubecontainer.Runtime``).
 
 - ``get_pods`` / ``get_pod_status`` read the runtime, seeing only objects labelled with this node.
 - ``sync_pod`` runs :func:`~kubelet_trio.kuberuntime.actions.compute_pod_actions` and executes it
@@ -9,8 +9,7 @@
   Failures come back as :class:`~kubelet_trio.container.runtime.SyncStep` errors whose ``error`` is the
   container's waiting reason and whose ``backoff_until`` says when a retry can succeed.
 - ``kill_pod`` stops all containers in parallel, then every sandbox.
-- GC: ``garbage_collect`` (the periodic policy), ``remove_dead_containers``, ``remove_dead_sandboxes``,
-  ``collect_orphans``.
+- GC: ``garbage_collect`` (the periodic policy), ``remove_dead_containers``, ``collect_orphans``.
 
 Nothing here sets timeouts: the pod worker's cancel scope bounds a sync (a deleted pod cancels its
 slow pull) and the kill path's deadline bounds a kill.
@@ -348,10 +347,6 @@ class KubeRuntimeManager:
     def runtime(self) -> Runtime:
         return self._runtime
 
-    @property
-    def image_backoff(self) -> Backoff:
-        return self.images.backoff
-
     def _event(self, pod: Pod | None, type_: str, reason: str, message: str) -> None:
         if self.events is not None and pod is not None:
             self.events(pod, type_, reason, message)
@@ -524,10 +519,6 @@ class KubeRuntimeManager:
         """Go's ``reasonCache``: container name → (reason, message) of its last failed start, cleared
         by a successful start."""
         return dict(self._reasons.get(uid, {}))
-
-    def forget(self, uid: str) -> None:
-        """Drop what is remembered about a pod (call when its worker ends)."""
-        self._reasons.pop(uid, None)
 
     def _update_reasons(self, uid: str, steps: list[SyncStep]) -> None:
         for step in steps:
@@ -968,9 +959,6 @@ class KubeRuntimeManager:
         self, status: PodStatus, keep_per_container: int = DEFAULT_MAX_PER_POD_CONTAINER
     ) -> list[str]:
         return await self.gc.remove_dead_containers(status, keep_per_container)
-
-    async def remove_dead_sandboxes(self, status: PodStatus) -> list[str]:
-        return await self.gc.remove_dead_sandboxes(status)
 
     async def collect_orphans(self, desired_uids: Collection[str]) -> list[str]:
         """Remove stopped pods of this node that are not desired: containers, sandboxes, log dirs."""

@@ -11,29 +11,62 @@
 
 from __future__ import annotations
 
-from kubelet_trio.options.component import (
-    AllocatableSettings,
-    ApiClientSettings,
-    CertificateSettings,
-    ComponentConfigs,
-    CredentialProviderSettings,
-    RuntimeSettings,
-    SourceSettings,
-    component_configs,
-)
-from kubelet_trio.options.errors import IGNORED_KEYS, NOT_ENFORCED, OptionsError, OptionsWarning
-from kubelet_trio.options.help import help_text, version_text
-from kubelet_trio.options.loading import load_options, read_config_file
-from kubelet_trio.options.parsers import parse_duration
-from kubelet_trio.options.settings import (
-    CONFIG_API_VERSION,
-    CONFIG_KIND,
-    SETTINGS,
-    UNENFORCED,
-    KubeletOptions,
-    Setting,
-    Unenforced,
-)
+from typing import TYPE_CHECKING
+
+from kubelet_trio.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from kubelet_trio.options.component import (
+        AllocatableSettings,
+        ApiClientSettings,
+        CertificateSettings,
+        ComponentConfigs,
+        CredentialProviderSettings,
+        RuntimeSettings,
+        SourceSettings,
+        component_configs,
+    )
+    from kubelet_trio.options.errors import IGNORED_KEYS, NOT_ENFORCED, OptionsError, OptionsWarning
+    from kubelet_trio.options.help import help_text, version_text
+    from kubelet_trio.options.loading import load_options, read_config_file
+    from kubelet_trio.options.parsers import parse_duration
+    from kubelet_trio.options.settings import (
+        CONFIG_API_VERSION,
+        CONFIG_KIND,
+        SETTINGS,
+        UNENFORCED,
+        KubeletOptions,
+        Setting,
+        Unenforced,
+    )
+
+#: public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    "AllocatableSettings": "kubelet_trio.options.component",
+    "ApiClientSettings": "kubelet_trio.options.component",
+    "CertificateSettings": "kubelet_trio.options.component",
+    "ComponentConfigs": "kubelet_trio.options.component",
+    "CredentialProviderSettings": "kubelet_trio.options.component",
+    "RuntimeSettings": "kubelet_trio.options.component",
+    "SourceSettings": "kubelet_trio.options.component",
+    "component_configs": "kubelet_trio.options.component",
+    "IGNORED_KEYS": "kubelet_trio.options.errors",
+    "NOT_ENFORCED": "kubelet_trio.options.errors",
+    "OptionsError": "kubelet_trio.options.errors",
+    "OptionsWarning": "kubelet_trio.options.errors",
+    "help_text": "kubelet_trio.options.help",
+    "version_text": "kubelet_trio.options.help",
+    "load_options": "kubelet_trio.options.loading",
+    "read_config_file": "kubelet_trio.options.loading",
+    "parse_duration": "kubelet_trio.options.parsers",
+    "CONFIG_API_VERSION": "kubelet_trio.options.settings",
+    "CONFIG_KIND": "kubelet_trio.options.settings",
+    "SETTINGS": "kubelet_trio.options.settings",
+    "UNENFORCED": "kubelet_trio.options.settings",
+    "KubeletOptions": "kubelet_trio.options.settings",
+    "Setting": "kubelet_trio.options.settings",
+    "Unenforced": "kubelet_trio.options.settings",
+}
 
 __all__ = [
     "CONFIG_API_VERSION",
@@ -61,3 +94,6 @@ __all__ = [
     "read_config_file",
     "version_text",
 ]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -3,22 +3,25 @@
 
 Go builds its components from the one ``KubeletConfiguration`` and ``KubeletFlags`` in ``RunKubelet``;
 here ``main`` calls :func:`component_configs` once per process and passes the parts down, so no
-component reads a raw setting and no setting is copied twice.
+component reads a raw setting and no setting is copied twice. A setting reaches every component field
+of its name without a line here (:func:`from_settings`): adding a setting that a component needs is
+adding the setting and the component's field.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import attrs
+from attrs import AttrsInstance
 
 from kubelet_trio.apimode import ApiModeOptions
 from kubelet_trio.cm.cgroup_manager import CGROUPFS, SYSTEMD
 from kubelet_trio.cm.container_manager import NodeConfig
-from kubelet_trio.kubelet import KubeletConfig
-from kubelet_trio.options.settings import KubeletOptions
-from kubelet_trio.runonce import RunOnceSettings
+from kubelet_trio.kubelet_config import KubeletConfig, RunOnceSettings
+from kubelet_trio.options.settings import KubeletOptions, settings_of
 
 __all__ = [
     "AllocatableSettings",
@@ -29,7 +32,10 @@ __all__ = [
     "RuntimeSettings",
     "SourceSettings",
     "component_configs",
+    "from_settings",
 ]
+
+C = TypeVar("C", bound=AttrsInstance)
 
 
 @attrs.frozen(kw_only=True)
@@ -125,6 +131,31 @@ class ComponentConfigs:
         return self.runtime.container_runtime
 
 
+def from_settings(config_class: type[C], options: KubeletOptions, **computed: Any) -> C:
+    """A ``config_class`` (an attrs class) whose fields named like a setting of ``options`` get its value
+    (mappings copied, lists as tuples), and whose other fields get ``computed`` (also the way to pass a
+    setting-named field a value of its own, ``container_log_max_size`` in bytes).
+
+    So a setting reaches a component by name: a component field of the setting's name needs no line here.
+    The copies are not type-checked by mypy; ``tests/cmd/test_settings_declared_once.py`` checks each
+    value against its field's annotation.
+    """
+    settings = {setting.dest for setting in settings_of(type(options))}
+    values = {
+        field.alias: _copied(getattr(options, field.alias))
+        for field in attrs.fields(config_class)
+        if field.init and field.alias in settings and field.alias not in computed
+    }
+    return config_class(**values, **computed)
+
+
+def _copied(value: Any) -> Any:
+    """A setting's value for a component that may keep it: a mapping of its own, a list as a tuple."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    return tuple(value) if isinstance(value, list) else value
+
+
 def _concrete_ip(node_ip: str) -> tuple[str, ...]:
     """``--node-ip`` as the node's IPs; none for unset or ``0.0.0.0``/``::`` (a family preference only)."""
     return (node_ip,) if node_ip and not ipaddress.ip_address(node_ip).is_unspecified else ()
@@ -135,147 +166,85 @@ def _cgroups(options: KubeletOptions) -> NodeConfig | None:
     processes to put in cgroups."""
     if not options.cgroups_per_qos or options.runtime == "sim":
         return None
-    return NodeConfig(
+    return from_settings(
+        NodeConfig,
+        options,
         cgroups_per_qos=True,
         cgroup_driver=CGROUPFS if options.cgroup_driver == CGROUPFS else SYSTEMD,
         cgroup_root=options.cgroup_root or "/",
         enforce_node_allocatable=frozenset(options.enforce_node_allocatable),
         pod_pids_limit=options.pod_max_pids,
-        kube_reserved=dict(options.kube_reserved),
-        system_reserved=dict(options.system_reserved),
-        kube_reserved_cgroup=options.kube_reserved_cgroup,
-        system_reserved_cgroup=options.system_reserved_cgroup,
-        cpu_cfs_quota=options.cpu_cfs_quota,
         cpu_cfs_quota_period=round(options.cpu_cfs_quota_period * 1_000_000),
     )
 
 
 def component_configs(options: KubeletOptions) -> ComponentConfigs:
-    """The component configurations for ``options``: the only place a setting is copied into one.
+    """The component configurations for ``options``: the only place settings are handed to components.
 
-    ``kubelet.node_ips`` holds only a concrete ``--node-ip``; the daemon resolves the node's address
-    otherwise (a name lookup, the routes) before it builds the node.
+    A component field named like a setting gets it (:func:`from_settings`); the keywords below are the
+    fields named otherwise and the values computed from settings. ``kubelet.node_ips`` holds only a
+    concrete ``--node-ip``; the daemon resolves the node's address otherwise (a name lookup, the routes)
+    before it builds the node.
     """
-    kubelet = KubeletConfig(
+    kubelet = from_settings(
+        KubeletConfig,
+        options,
         node_name=options.node_name,
-        pod_logs_dir=options.pod_logs_dir,
-        container_log_max_size=options.container_log_max_bytes,
-        container_log_max_files=options.container_log_max_files,
-        container_log_monitor_interval=options.container_log_monitor_interval,
-        root_dir=options.root_dir,
         node_ips=_concrete_ip(options.node_ip),
-        sync_frequency=options.sync_frequency,
-        healthz_port=options.healthz_port,
-        healthz_bind_address=options.healthz_bind_address,
-        read_only_port=options.read_only_port,
-        port=options.port,
-        tls_cert_file=options.tls_cert_file,
-        tls_private_key_file=options.tls_private_key_file,
-        client_ca_file=options.client_ca_file,
-        tls_min_version=options.tls_min_version,
-        tls_cipher_suites=tuple(options.tls_cipher_suites),
-        anonymous_auth=options.anonymous_auth,
-        authentication_token_webhook=options.authentication_token_webhook,
-        authorization_mode=options.authorization_mode,
+        container_log_max_size=options.container_log_max_bytes,  # the setting is a quantity ("10Mi")
         authentication_cache_ttl=options.authentication_token_webhook_cache_ttl,
         authorized_cache_ttl=options.authorization_webhook_cache_authorized_ttl,
         unauthorized_cache_ttl=options.authorization_webhook_cache_unauthorized_ttl,
-        streaming_connection_idle_timeout=options.streaming_connection_idle_timeout,
-        address=options.address,
-        allowed_unsafe_sysctls=options.allowed_unsafe_sysctls,
-        cluster_dns=options.cluster_dns,
-        cluster_domain=options.cluster_domain,
-        resolv_conf=options.resolv_conf,
-        eviction_hard=dict(options.eviction_hard),
-        eviction_soft=dict(options.eviction_soft),
-        eviction_soft_grace_period=dict(options.eviction_soft_grace_period),
-        eviction_minimum_reclaim=dict(options.eviction_minimum_reclaim),
-        eviction_pressure_transition_period=options.eviction_pressure_transition_period,
-        eviction_max_pod_grace_period=options.eviction_max_pod_grace_period,
         image_gc_high_threshold_percent=options.image_gc_high_threshold,
         image_gc_low_threshold_percent=options.image_gc_low_threshold,
         image_minimum_gc_age=options.minimum_image_ttl_duration,
-        minimum_container_ttl_duration=options.minimum_container_ttl_duration,
-        maximum_dead_containers_per_container=options.maximum_dead_containers_per_container,
-        maximum_dead_containers=options.maximum_dead_containers,
-        shutdown_grace_period=options.shutdown_grace_period,
-        shutdown_grace_period_critical_pods=options.shutdown_grace_period_critical_pods,
-        pod_infra_container_image=options.pod_infra_container_image,
-        max_pods=options.max_pods,
-        serialize_image_pulls=options.serialize_image_pulls,
-        max_parallel_image_pulls=options.max_parallel_image_pulls,
         registry_pull_qps=options.registry_qps,
-        registry_burst=options.registry_burst,
         device_plugins=True,  # Go's DevicePlugins feature gate, on by default
         cgroups=_cgroups(options),
         plugin_registry=True,  # Go's plugin manager (CSI drivers) always runs
     )
-    api_mode = ApiModeOptions(
-        register_node=options.register_node,
-        node_labels=dict(options.node_labels),
-        register_with_taints=tuple(options.register_with_taints),
-        max_pods=options.max_pods,
+    api_mode = from_settings(
+        ApiModeOptions,
+        options,
         hostname=options.hostname_override or None,
         kubelet_port=options.port,
-        kube_reserved=dict(options.kube_reserved),
-        system_reserved=dict(options.system_reserved),
-        eviction_hard=dict(options.eviction_hard),
-        node_status_update_frequency=options.node_status_update_frequency,
-        node_status_report_frequency=options.node_status_report_frequency,
-        node_lease_duration_seconds=options.node_lease_duration_seconds,
         object_strategy=options.config_map_and_secret_change_detection_strategy,
         event_record_qps=options.event_qps,
-        event_burst=options.event_burst,
     )
-    run_once = RunOnceSettings(
+    run_once = from_settings(
+        RunOnceSettings,
+        options,
         wait=options.runonce_wait,
         timeout=options.runonce_timeout,
         cleanup=options.runonce_cleanup,
-        max_pods=options.max_pods,
-    )
-    certificates = CertificateSettings(
-        kubeconfig=options.kubeconfig,
-        bootstrap_kubeconfig=options.bootstrap_kubeconfig,
-        cert_dir=options.cert_dir,
-        rotate_certificates=options.rotate_certificates,
-        rotate_server_certificates=options.rotate_server_certificates,
-        node_name=options.node_name,
     )
     return ComponentConfigs(
         kubelet=kubelet,
         api_mode=api_mode,
         run_once=run_once,
-        certificates=certificates,
-        sources=SourceSettings(
-            pod_manifest_path=options.pod_manifest_path,
-            manifest_url=options.manifest_url,
+        certificates=from_settings(CertificateSettings, options, node_name=options.node_name),
+        sources=from_settings(
+            SourceSettings,
+            options,
             manifest_url_header={k: list(v) for k, v in options.manifest_url_header.items()},
-            file_check_frequency=options.file_check_frequency,
-            http_check_frequency=options.http_check_frequency,
             api_server=bool(options.kubeconfig),
             node_name=options.node_name,
         ),
-        runtime=RuntimeSettings(
-            runtime=options.runtime,
-            container_runtime=options.container_runtime,
+        runtime=from_settings(
+            RuntimeSettings,
+            options,
             endpoint=options.container_runtime_endpoint,
             image_endpoint=options.image_service_endpoint,
             request_timeout=options.runtime_request_timeout,
-            root_dir=options.root_dir,
             sandbox_image=options.pod_infra_container_image,
-            pod_cidr=options.pod_cidr,
-            image_import_dir=options.image_import_dir,
         ),
-        api_client=ApiClientSettings(
-            kubeconfig=options.kubeconfig, qps=options.kube_api_qps, burst=options.kube_api_burst
+        api_client=from_settings(
+            ApiClientSettings, options, qps=options.kube_api_qps, burst=options.kube_api_burst
         ),
-        allocatable=AllocatableSettings(
-            root_dir=options.root_dir,
-            kube_reserved=dict(options.kube_reserved),
-            system_reserved=dict(options.system_reserved),
-            eviction_hard=dict(options.eviction_hard),
-        ),
-        credential_providers=CredentialProviderSettings(
+        allocatable=from_settings(AllocatableSettings, options),
+        credential_providers=from_settings(
+            CredentialProviderSettings,
+            options,
             config=options.image_credential_provider_config,
             bin_dir=options.image_credential_provider_bin_dir,
         ),

@@ -9,9 +9,10 @@ from kubelet_trio.options.settings import (
     CONFIG_API_VERSION,
     G_CONFIG,
     G_UNENFORCED,
-    SETTINGS,
     UNENFORCED,
+    KubeletOptions,
     Setting,
+    settings_of,
 )
 from kubelet_trio.subcommands import SUBCOMMANDS
 
@@ -52,8 +53,10 @@ def _help_entry(flags: str, text: str) -> list[str]:
     return [head.ljust(_HELP_COLUMN) + body[0]] + [" " * _HELP_COLUMN + line for line in body[1:]]
 
 
-def help_text() -> str:
-    """``kubelet-trio --help``: the flags by group, then the configuration-file-only keys."""
+def help_text(options_class: type[KubeletOptions] = KubeletOptions) -> str:
+    """``kubelet-trio --help``: the flags by group, then the configuration-file-only keys (the settings
+    of ``options_class``)."""
+    settings = settings_of(options_class)
     lines = [
         "Usage:",
         "  kubelet-trio [flags]",
@@ -79,7 +82,7 @@ def help_text() -> str:
         *_help_entry("    --version[=raw]", "print the version and exit (raw: the full version record)"),
         *_help_entry("-h, --help", "this help"),
     ]
-    with_flags = [s for s in SETTINGS if s.flag is not None]  # config-file only ones: listed below
+    with_flags = [s for s in settings if s.flag is not None]  # config-file only ones: listed below
     for setting in sorted(with_flags, key=lambda s: [x.group for x in with_flags].index(s.group)):
         if f"{setting.group}:" not in lines:
             lines += ["", f"{setting.group}:"]
@@ -101,7 +104,7 @@ def help_text() -> str:
         "",
         "configuration file only:",
     ]
-    for setting in SETTINGS:
+    for setting in settings:
         if setting.flag is None:
             lines += _help_entry(f"    {setting.key}", setting.help + _show_default(setting))
     return "\n".join(lines) + "\n"

@@ -39,55 +39,70 @@ from kubelet_trio.options.help import VERSION_VALUES, help_text, version_text
 from kubelet_trio.options.settings import (
     CONFIG_API_VERSION,
     CONFIG_KIND,
-    SETTINGS,
     UNENFORCED,
     KubeletOptions,
     Setting,
+    settings_of,
 )
 from kubelet_trio.options.validation import validate
 from kubelet_trio.upstream_flags import unsupported_message
 
 __all__ = ["ZERO_MEANS_DEFAULT", "ConfigFile", "load_options", "read_config_file"]
 
-_BY_DEST = {s.dest: s for s in SETTINGS}
-_BY_KEY = {s.key: s for s in SETTINGS if s.key}
 _UNENFORCED_BY_KEY = {u.key: u for u in UNENFORCED}
 _UNENFORCED_BY_FLAG = {u.flag.removeprefix("--"): u for u in UNENFORCED}
 
 
-# -- the command line -----------------------------------------------------------------------------------
+@attrs.frozen
+class _Lookups:
+    """The settings of one options class by field, by configuration key and by flag."""
+
+    settings: tuple[Setting, ...]
+    by_dest: dict[str, Setting]
+    by_key: dict[str, Setting]
+    by_flag: dict[str, Setting]  # without the dashes, aliases included
+    flags: dict[str, FlagSpec]  # the command line's flags: the settings', --config..., the unenforced
 
 
-def _flag_specs() -> dict[str, FlagSpec]:
+def _lookups(options_class: type[KubeletOptions]) -> _Lookups:
+    if (known := _LOOKUPS.get(options_class)) is not None:
+        return known
+    settings = settings_of(options_class)
     specs = {
         "config": FlagSpec("config"),
         "config-dir": FlagSpec("config-dir"),
         "version": FlagSpec("version", no_value="true"),
     }
-    for setting in SETTINGS:
+    for setting in settings:
         for flag in setting.flags:
             name = flag.removeprefix("--")
             specs[name] = FlagSpec(name, setting.boolean, setting.repeatable, setting.shorthand)
     for unenforced in UNENFORCED:
         name = unenforced.flag.removeprefix("--")
         specs[name] = FlagSpec(name, unenforced.boolean, repeatable=unenforced.parse is parsers.strings)
-    return specs
+    lookups = _LOOKUPS[options_class] = _Lookups(
+        settings=settings,
+        by_dest={s.dest: s for s in settings},
+        by_key={s.key: s for s in settings if s.key},
+        by_flag={flag.removeprefix("--"): s for s in settings for flag in s.flags},
+        flags=specs,
+    )
+    return lookups
 
 
-_FLAGS = _flag_specs()
-_SETTING_OF_FLAG = {flag.removeprefix("--"): setting for setting in SETTINGS for flag in setting.flags}
+_LOOKUPS: dict[type[KubeletOptions], _Lookups] = {}
 
 
 # -- the file -------------------------------------------------------------------------------------------
 
 
-def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested mappings → dotted keys, but only where we know nested keys (``logging.*``)."""
+def _flatten(data: Mapping[str, Any], keys: Mapping[str, Setting], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings → dotted keys, but only where we know nested ``keys`` (``logging.*``)."""
     flat: dict[str, Any] = {}
     for key, value in data.items():
         dotted = f"{prefix}{key}"
-        if isinstance(value, Mapping) and any(k.startswith(dotted + ".") for k in _BY_KEY):
-            flat.update(_flatten(value, dotted + "."))
+        if isinstance(value, Mapping) and any(k.startswith(dotted + ".") for k in keys):
+            flat.update(_flatten(value, keys, dotted + "."))
         else:
             flat[dotted] = value
     return flat
@@ -103,8 +118,11 @@ class ConfigFile:
     unknown: tuple[str, ...]
 
 
-def read_config_file(path: str, label: str = "--config") -> ConfigFile:
-    """The settings of a KubeletConfiguration file; ``label`` names it in messages."""
+def read_config_file(
+    path: str, label: str = "--config", options_class: type[KubeletOptions] = KubeletOptions
+) -> ConfigFile:
+    """The settings (of ``options_class``) in a KubeletConfiguration file; ``label`` names it in messages."""
+    by_key = _lookups(options_class).by_key
     try:
         text = Path(path).read_text()
     except OSError as err:
@@ -131,8 +149,8 @@ def read_config_file(path: str, label: str = "--config") -> ConfigFile:
     unenforced: dict[str, Any] = {}
     unknown: list[str] = []
     base = os.path.dirname(os.path.abspath(path))
-    for key, raw in _flatten(body).items():
-        setting = _BY_KEY.get(key)
+    for key, raw in _flatten(body, by_key).items():
+        setting = by_key.get(key)
         if setting is None:
             if key in _UNENFORCED_BY_KEY:
                 try:
@@ -233,9 +251,12 @@ def _not_enforced(given: Mapping[str, tuple[Any, str]]) -> list[OptionsWarning]:
     return warnings
 
 
-def load_options(argv: Sequence[str]) -> tuple[KubeletOptions, list[OptionsWarning]]:
+def load_options(
+    argv: Sequence[str], options_class: type[KubeletOptions] = KubeletOptions
+) -> tuple[KubeletOptions, list[OptionsWarning]]:
     """Parse flags (pflag rules, see :mod:`kubelet_trio.cliflag`), the ``--config`` file and the
-    ``--config-dir`` drop-ins; returns the options and warnings to log.
+    ``--config-dir`` drop-ins into an ``options_class`` (its settings: see
+    :func:`~kubelet_trio.options.settings.settings_of`); returns the options and warnings to log.
 
     A ``--config`` file brings Go's v1beta1 defaults for what it leaves out (``Setting.file_default``);
     drop-ins alone do not, as in Go (they are merged without defaulting).
@@ -243,12 +264,13 @@ def load_options(argv: Sequence[str]) -> tuple[KubeletOptions, list[OptionsWarni
     Raises :class:`OptionsError` for invalid flags or values (an upstream kubelet flag not implemented here
     is named as such); ``--help`` and ``--version`` print to stdout and raise ``SystemExit(0)``.
     """
+    lookups = _lookups(options_class)
     try:
-        parsed = parse_flags(argv, _FLAGS, unknown=unsupported_message)
+        parsed = parse_flags(argv, lookups.flags, unknown=unsupported_message)
     except FlagError as err:
         raise OptionsError(str(err)) from None
     if parsed.help:
-        sys.stdout.write(help_text())
+        sys.stdout.write(help_text(options_class))
         raise SystemExit(0)
     if versions := parsed.values("version"):
         if versions[-1] not in VERSION_VALUES and versions[-1] not in GO_BOOL_VALUES:
@@ -264,7 +286,7 @@ def load_options(argv: Sequence[str]) -> tuple[KubeletOptions, list[OptionsWarni
     files = [(config_path, "--config")] if config_path else []
     files += [(path, "--config-dir") for path in _config_dir_files(config_dir)] if config_dir else []
     for path, label in files:
-        config_file = read_config_file(path, label)
+        config_file = read_config_file(path, label, options_class)
         values |= config_file.values
         unenforced |= {key: (value, f"{label} {path}") for key, value in config_file.unenforced.items()}
         if config_file.unknown:
@@ -277,13 +299,13 @@ def load_options(argv: Sequence[str]) -> tuple[KubeletOptions, list[OptionsWarni
         if name in _UNENFORCED_BY_FLAG:
             unenforced_flags.setdefault(name, []).append(raw)
             continue
-        setting = _SETTING_OF_FLAG.get(name)
+        setting = lookups.by_flag.get(name)
         if setting is None:  # --config, --config-dir, --version
             continue
         raws, _ = given.get(setting.dest, ([], ""))
         given[setting.dest] = ([*raws, raw] if setting.repeatable else [raw], f"--{name}")
     for dest, (raws, flag) in given.items():
-        values[dest] = _flag_values(_BY_DEST[dest], raws, flag)
+        values[dest] = _flag_values(lookups.by_dest[dest], raws, flag)
     for name, raws in unenforced_flags.items():
         spec = _UNENFORCED_BY_FLAG[name]
         flag_value: Any = raws if spec.parse is parsers.strings else raws[-1]
@@ -293,17 +315,17 @@ def load_options(argv: Sequence[str]) -> tuple[KubeletOptions, list[OptionsWarni
             raise OptionsError(f"invalid value {','.join(raws)!r} for {spec.flag}: {err}") from None
     warnings += _not_enforced(unenforced)
     # a --config file is defaulted as v1beta1, where that differs from the flags' legacy defaults
-    file_defaults = {s.dest: s.file_default for s in SETTINGS if s.file_default is not None}
+    file_defaults = {s.dest: s.file_default for s in lookups.settings if s.file_default is not None}
     explicit = frozenset(values)
     if "serialize_image_pulls" not in values and (values.get("max_parallel_image_pulls") or 0) > 1:
         values["serialize_image_pulls"] = False  # Go defaults it from the file's maxParallelImagePulls
     try:
-        options = KubeletOptions(
+        options = options_class(
             config=config_path,
             explicit=explicit,
             **((file_defaults if config_path else {}) | values),
         )
-    except TypeError as err:  # pragma: no cover - SETTINGS and KubeletOptions disagree
+    except TypeError as err:  # pragma: no cover - the settings and the options class disagree
         raise OptionsError(str(err)) from None
     validate(options)
     return options, warnings

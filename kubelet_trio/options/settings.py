@@ -1,9 +1,11 @@
 """The settings table: every setting declared once, as a :class:`KubeletOptions` field.
 
 Each field is made by :func:`setting` with keywords (flag, KubeletConfiguration key, parser, default from
-:mod:`kubelet_trio.defaults`, help, group); :data:`SETTINGS`, the argument parser, the file reader, the
-help text and ``/configz`` are derived from the fields. :data:`UNENFORCED` lists the security-relevant
-upstream settings that are accepted but not enforced.
+:mod:`kubelet_trio.defaults`, help, group); :data:`SETTINGS` (:func:`settings_of`), the argument parser,
+the file reader, the help text and ``/configz`` are derived from the fields, and
+:func:`~kubelet_trio.options.component.component_configs` hands each setting to the component fields of
+its name. Adding a setting is adding its field here (``tests/cmd/test_adding_a_setting.py``).
+:data:`UNENFORCED` lists the security-relevant upstream settings that are accepted but not enforced.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = [
     "Setting",
     "Unenforced",
     "setting",
+    "settings_of",
 ]
 
 CONFIG_API_VERSION = "kubelet.config.k8s.io/v1beta1"
@@ -1069,17 +1072,27 @@ class KubeletOptions:
         return (self.hostname_override or socket.gethostname()).strip().lower()
 
 
-def _settings() -> tuple[Setting, ...]:
-    defaults_ = KubeletOptions()  # defaults made by a factory are this instance's copies
-    return tuple(
+def settings_of(options_class: type[KubeletOptions]) -> tuple[Setting, ...]:
+    """The settings ``options_class`` declares, in declaration (and help) order: the flag parser, the
+    file reader, ``--help`` and ``/configz`` are made from them, so a subclass declaring one more
+    setting gets its flag, key, default and help line from that field alone."""
+    if (known := _SETTINGS_OF.get(options_class)) is not None:
+        return known
+    defaults_ = options_class()  # defaults made by a factory are this instance's copies
+    settings = _SETTINGS_OF[options_class] = tuple(
         attrs.evolve(spec, dest=field.name, default=getattr(defaults_, field.name))
-        for field in attrs.fields(KubeletOptions)
+        for field in attrs.fields(options_class)
         if (spec := field.metadata.get(_SETTING)) is not None
     )
+    return settings
 
 
-#: Every setting, in declaration (and help) order.
-SETTINGS: tuple[Setting, ...] = _settings()
+#: settings_of's answers (not functools.cache: mypy takes an attrs class for unhashable)
+_SETTINGS_OF: dict[type[KubeletOptions], tuple[Setting, ...]] = {}
+
+
+#: Every setting of :class:`KubeletOptions`, in declaration (and help) order.
+SETTINGS: tuple[Setting, ...] = settings_of(KubeletOptions)
 
 
 # -- security-relevant settings accepted but not enforced ---------------------------------------------

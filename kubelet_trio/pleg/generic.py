@@ -47,8 +47,7 @@ DEFAULT_CHANNEL_CAPACITY = 1000  # plegChannelCapacity
 
 
 class PodLister(Protocol):
-    """The part of :class:`~kubelet_trio.container.runtime.KubeRuntime` the relister uses (any
-    ``KubeRuntime`` is one)."""
+    """The part of :class:`~kubelet_trio.kuberuntime.manager.KubeRuntimeManager` the relister uses."""
 
     async def get_pods(self, all: bool = True) -> list[RuntimePod]: ...
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 import trio
@@ -35,9 +35,13 @@ from kubelet_trio.prober.probe import ProbeError
 from kubelet_trio.prober.results import ProbeKind, ProbeResult
 
 if TYPE_CHECKING:
-    from kubelet_trio.prober.manager import ProbeManager
+    import random
 
-__all__ = ["INITIAL_RESULTS", "ProbeWorker"]
+    from kubelet_trio.prober.metrics import ProbeMetrics
+    from kubelet_trio.prober.prober import Prober
+    from kubelet_trio.prober.results import ResultsManager
+
+__all__ = ["INITIAL_RESULTS", "ProbeWorker", "WorkerHost"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,9 +57,31 @@ def bare_container_id(container_id: str) -> str:
     return container_id.partition("://")[2] or container_id
 
 
+class WorkerHost(Protocol):
+    """What a worker uses of the :class:`~kubelet_trio.prober.manager.ProbeManager` that runs it, named
+    here so that the worker does not import the manager, which imports the worker."""
+
+    initial_jitter: bool
+    rng: random.Random
+    metrics: ProbeMetrics | None
+    results: ResultsManager
+    prober: Prober
+    started_at: float
+
+    def pod_status(self, uid: str) -> PodStatus | None: ...
+
+    def container_started_at(
+        self, uid: str, container_id: str, api_started_at: str | None
+    ) -> float | None: ...
+
+    async def set_result(self, kind: ProbeKind, container_id: str, result: ProbeResult, uid: str) -> None: ...
+
+    def worker_finished(self, worker: ProbeWorker) -> None: ...
+
+
 @attrs.define(eq=False)
 class ProbeWorker:
-    manager: ProbeManager
+    manager: WorkerHost
     pod: Pod
     container: Container
     kind: ProbeKind

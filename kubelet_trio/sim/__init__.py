@@ -7,7 +7,24 @@ SimRuntime as a CRI gRPC server (imported from there, since it pulls in asyncio 
 
 from __future__ import annotations
 
-from kubelet_trio.sim.runtime import SIM_ANNOTATION_PREFIX, SimRuntime
-from kubelet_trio.sim.script import Behaviour, ScriptError, parse_script
+from typing import TYPE_CHECKING
+
+from kubelet_trio.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from kubelet_trio.sim.runtime import SIM_ANNOTATION_PREFIX, SimRuntime
+    from kubelet_trio.sim.script import Behaviour, ScriptError, parse_script
+
+#: public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    "SIM_ANNOTATION_PREFIX": "kubelet_trio.sim.runtime",
+    "SimRuntime": "kubelet_trio.sim.runtime",
+    "Behaviour": "kubelet_trio.sim.script",
+    "ScriptError": "kubelet_trio.sim.script",
+    "parse_script": "kubelet_trio.sim.script",
+}
 
 __all__ = ["SIM_ANNOTATION_PREFIX", "Behaviour", "ScriptError", "SimRuntime", "parse_script"]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -7,9 +7,10 @@ address the host owns (sim-cri's ``--pod-cidr`` in ``127.0.0.0/8``, all of which
 or loopback for a host-network pod; and on the host ports its sandbox maps to them (loopback unless the
 mapping names a host IP). Each connection is answered as a web server's default page would
 be: ``200`` with a small HTML body, then closed (by the node's HTTP/1.1 server, h11's parsing; a
-failure is that connection's, counted at the ``http`` boundary). The listeners close when the container stops (or its
-sandbox goes). A port that cannot be bound (taken, a privileged port without the right to it, an
-address the host does not own) is logged and left unserved; the container still runs.
+failure is that connection's, counted at the ``http`` boundary). The listeners close when the
+container stops (or its sandbox goes). A port that cannot be bound (taken, a privileged port without
+the right to it, an address the host does not own) is logged and left unserved; the container still
+runs.
 
 :func:`dial_pod` is port-forward's side: it connects to what the pod serves on a port.
 """
@@ -22,6 +23,7 @@ import logging
 import math
 import operator
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -46,7 +48,7 @@ PAGE = (
 )
 
 
-async def _page(scope: dict[str, Any], receive: Any, send: Any) -> None:
+async def _page(scope: Mapping[str, Any], receive: Any, send: Any) -> None:
     """The answer to any request: the page (its head only for ``HEAD``), and the connection closes."""
     headers = [
         (b"Server", b"kubelet-trio-sim"),

@@ -63,7 +63,6 @@ import attrs
 import trio
 import trio_util
 
-from kubelet_trio import __version__
 from kubelet_trio.api.timefmt import rfc3339_nano
 from kubelet_trio.clock import WallClock, go_duration
 from kubelet_trio.cri import errors
@@ -90,9 +89,9 @@ from kubelet_trio.sim.records import (
 from kubelet_trio.sim.script import RUN, Behaviour, ExecResult, OutputLine, ScriptError, parse_script
 from kubelet_trio.sim.shell import FOREVER_NS, Outcome, Process
 from kubelet_trio.sim.shell import run as shell_run
-from kubelet_trio.sim.streaming import streaming_server
 from kubelet_trio.sim.usage import ContainerUsage, UsageError, usage_from_annotations
 from kubelet_trio.sim.views import NGINX_ARGV, UserError, build_view, main_argv, resolve_user
+from kubelet_trio.version import __version__
 
 logger = logging.getLogger(__name__)
 
@@ -873,15 +872,21 @@ class SimRuntime:
 
     async def exec(self, request: pb.ExecRequest) -> str:
         self._streamable("Exec", request.container_id)
-        return streaming_server(self, "Exec").get_exec(request)
+        return self._streaming_server("Exec").get_exec(request)
 
     async def attach(self, request: pb.AttachRequest) -> str:
         self._streamable("Attach", request.container_id)
-        return streaming_server(self, "Attach").get_attach(request)
+        return self._streaming_server("Attach").get_attach(request)
 
     async def port_forward(self, request: pb.PortForwardRequest) -> str:
         _get(self._sandboxes, request.pod_sandbox_id, "PortForward", "failed to find sandbox")
-        return streaming_server(self, "PortForward").get_port_forward(request)
+        return self._streaming_server("PortForward").get_port_forward(request)
+
+    def _streaming_server(self, op: str) -> StreamingServer:
+        """The server ``open_sim_streaming`` runs for this runtime (it sets :attr:`streaming`)."""
+        if self.streaming is None:
+            raise errors.CriCallError(op, "streaming server is not running")
+        return self.streaming
 
     def _streamable(self, op: str, container_id: str) -> None:
         context = f'failed to find container "{container_id}" in store'

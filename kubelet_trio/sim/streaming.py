@@ -30,7 +30,6 @@ import attrs
 import trio
 
 from kubelet_trio.boundary import BoundaryErrors
-from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.streaming.portforward import Forwarder
 from kubelet_trio.cri.streaming.remotecommand import ExecError, ExecIO, Runner
@@ -210,9 +209,3 @@ async def open_sim_streaming(
         finally:
             sim.streaming = None
             nursery.cancel_scope.cancel()
-
-
-def streaming_server(sim: SimRuntime, op: str) -> StreamingServer:
-    if sim.streaming is None:
-        raise errors.CriCallError(op, "streaming server is not running")
-    return sim.streaming

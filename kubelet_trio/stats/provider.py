@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -69,17 +69,11 @@ from kubelet_trio.volumemanager.paths import EMPTY_DIR_PLUGIN, pod_dir, pod_etc_
 if TYPE_CHECKING:
     from kubelet_trio.volume.persistent import ClaimUsage as ClaimVolumeStats
 
-__all__ = ["SANDBOX_STATS_RETRY", "CriStatsProvider", "DiskUsage", "PodStatsProvider", "disk_usage"]
+__all__ = ["SANDBOX_STATS_RETRY", "CriStatsProvider", "DiskUsage", "disk_usage"]
 
 logger = logging.getLogger(__name__)
 
 SANDBOX_STATS_RETRY = 300.0
-
-
-class PodStatsProvider(Protocol):
-    """What the eviction manager needs: every pod's usage, ephemeral storage included."""
-
-    async def pod_stats(self) -> list[PodStats]: ...
 
 
 @attrs.frozen
@@ -302,9 +296,6 @@ class CriStatsProvider:
     async def pod_stats(self) -> list[PodStats]:
         """Every pod of this node with its containers, CPU, memory, processes and ephemeral storage."""
         return await self._pods(with_disk=True)
-
-    async def pod_cpu_and_memory_stats(self) -> list[PodStats]:
-        return await self._pods(with_disk=False)
 
     async def node_stats(self) -> NodeStats:
         now = self.clock.wall_ns()

@@ -7,7 +7,7 @@ them the way the Go kubelet serves ``/stats/summary`` (RFC 3339 times, camelCase
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -23,6 +23,7 @@ __all__ = [
     "NodeStats",
     "PodReference",
     "PodStats",
+    "PodStatsProvider",
     "ProcessStats",
     "RlimitStats",
     "Summary",
@@ -131,6 +132,13 @@ class PodStats:
     volume_stats: tuple[VolumeStats, ...] = ()
     ephemeral_storage: FsStats | None = None
     process_stats: ProcessStats | None = None
+
+
+class PodStatsProvider(Protocol):
+    """What the eviction manager needs: every pod's usage, ephemeral storage included. Here with the
+    values rather than with the provider, so that eviction does not import the stats provider."""
+
+    async def pod_stats(self) -> list[PodStats]: ...
 
 
 @attrs.frozen

@@ -183,15 +183,10 @@ class StatusManager:
             await self.version.wait_transition()
 
 
-async def wait_for_phase(manager: StatusManager, uid: str, *phases: str) -> PodStatus:
-    return await manager.wait_for(uid, lambda s: s.phase in phases)
-
-
 __all__ = [
     "StatusManager",
     "VersionedStatus",
     "has_pod_initialized",
     "initialized_init_containers",
     "terminated_container_statuses",
-    "wait_for_phase",
 ]

@@ -188,9 +188,6 @@ class TokenManager:
         for request in [r for r, c in self._cache.items() if self.expired(c.issued)]:
             del self._cache[request]
 
-    def cached_requests(self) -> list[TokenRequest]:
-        return list(self._cache)
-
     def expired(self, issued: IssuedToken) -> bool:
         return self.clock.wall_ns() > issued.expiration_ns
 

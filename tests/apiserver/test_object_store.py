@@ -139,7 +139,7 @@ async def test_watching_store_follows_objects_and_drops_idle_watches(
         found = store.get_config_map("default", "cfg")
         assert found is not None and found.data == {"k": "1"}
         assert store.get_secret("default", "gone") is None  # listed: absent
-        assert store.watched() == [cfg, gone]
+        assert list(store._watches) == [cfg, gone]
 
         # Changes arrive through the watch: no GET per use.
         api.store.patch("configmaps", "default", "cfg", {"data": {"k": "2"}})
@@ -158,7 +158,7 @@ async def test_watching_store_follows_objects_and_drops_idle_watches(
         extra = ObjectRef(CONFIG_MAPS, "default", "extra")
         api.store.create("configmaps", "default", {"metadata": {"name": "extra"}, "data": {"e": "1"}})
         await store.ensure([extra])
-        assert store.watched() == [cfg, gone] and store.get_config_map("default", "extra") is not None
+        assert list(store._watches) == [cfg, gone] and store.get_config_map("default", "extra") is not None
         with pytest.raises(ObjectUnavailable, match="couldn't get configmap default/never: not fetched"):
             store.get_config_map("default", "never")
 
@@ -166,7 +166,7 @@ async def test_watching_store_follows_objects_and_drops_idle_watches(
         for _ in range(5):  # idle sweeps every 150 s
             await trio.sleep(100)
             await store.ensure([gone])
-        assert store.watched() == [gone]
+        assert list(store._watches) == [gone]
         assert api.store.watch_count == 1
         nursery.cancel_scope.cancel()
 
@@ -270,11 +270,11 @@ async def test_a_watch_the_node_authorizer_refuses_is_stopped(autojump_clock: tr
         api.app.inject("GET", r"/configmaps$", 403, times=2, reason="Forbidden")
         with trio.fail_after(30):
             await store.ensure([cfg])  # refused twice, then listed
-        assert store.watched() == [cfg] and store.get_config_map("default", "cfg") is not None
+        assert list(store._watches) == [cfg] and store.get_config_map("default", "cfg") is not None
 
         api.app.inject("GET", r"/configmaps$", 403, times=1000, reason="Forbidden")
         before = len(api.app.requests_for("GET", r"/configmaps$"))
         await trio.sleep(3600)  # the open watch times out (at most 10 min), the next one is refused
-        assert store.watched() == []
+        assert list(store._watches) == []
         assert len(api.app.requests_for("GET", r"/configmaps$")) - before == 1
         nursery.cancel_scope.cancel()

@@ -96,7 +96,7 @@ async def test_env_from_config_map_and_secret(autojump_clock: trio.testing.MockC
             ("/api/v1/namespaces/default/configmaps", "metadata.name=settings"),
             ("/api/v1/namespaces/default/secrets", "metadata.name=creds"),
         ]
-        assert node.mode.objects.watched() == [  # type: ignore[union-attr]
+        assert list(node.mode.objects._watches) == [  # type: ignore[union-attr]
             ObjectRef(CONFIG_MAPS, "default", "settings"),
             ObjectRef(SECRETS, "default", "creds"),
         ]

@@ -26,7 +26,7 @@ from kubelet_trio.clock import WallClock
 from kubelet_trio.configz import configz_body
 from kubelet_trio.credentialprovider import register_credential_provider_plugins
 from kubelet_trio.fsio import run_inline
-from kubelet_trio.kubelet import FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET
+from kubelet_trio.kubelet_pods import FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET
 from kubelet_trio.logs import record_fields
 from kubelet_trio.options import load_options
 from kubelet_trio.testing.fakeapi import FakeApi, open_fake_api
@@ -111,7 +111,7 @@ async def test_pod_with_its_pull_secret_runs(autojump_clock: trio.testing.MockCl
             await api.wait_for(lambda: running(api, "web"))
         assert sim.pulls == [(PRIVATE, "alice")]
         # the object store fetched (and watches) the pull secret as it does any referenced secret
-        assert ObjectRef(SECRETS, "default", "regcred") in node.mode.objects.watched()  # type: ignore[union-attr]
+        assert ObjectRef(SECRETS, "default", "regcred") in node.mode.objects._watches  # type: ignore[union-attr]
         assert [r for _, r, _ in pod_events(api, "web")].count(FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET) == 0
         published(api, leaks)
 

@@ -102,11 +102,11 @@ async def test_projected_token_is_bound_to_the_pod_and_refreshed(
         status = container_status(api, "web")
         assert status is not None and status["containerID"] == container_id and status["restartCount"] == 0
 
-        assert node.mode.tokens.cached_requests() != []
+        assert node.mode.tokens._cache
         await node.client.delete("/api/v1/namespaces/default/pods/web", grace_period_seconds=0)
         with trio.fail_after(60):
             await api.wait_for(lambda: not api.has_pod("web"))
-        await eventually(lambda: not node.mode.tokens.cached_requests(), 60)  # dropped with the volumes
+        await eventually(lambda: not node.mode.tokens._cache, 60)  # dropped with the volumes
 
 
 async def test_missing_service_account_fails_only_that_mount(

@@ -1,5 +1,6 @@
 """Each setting is declared once (a :class:`KubeletOptions` field made by ``options.setting``) and the
-component configurations are derived from it in one function (``options.component_configs``).
+component configurations are derived from it in one function (``options.component_configs``), which
+hands a setting to every component field of its name (``options.component.from_settings``).
 
 The Go defaults checked here are those of ``pkg/kubelet/apis/config/v1beta1/defaults.go`` (and
 ``defaults_linux.go``) in Kubernetes 1.31 (kubeAPIQPS/kubeAPIBurst are 50/100 since 1.27; 5/10 before).
@@ -7,6 +8,9 @@ The Go defaults checked here are those of ``pkg/kubelet/apis/config/v1beta1/defa
 
 from __future__ import annotations
 
+import sys
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +20,19 @@ import pytest
 from kubelet_trio.apimode import ApiModeOptions
 from kubelet_trio.apiobjects import DEFAULT_TTL
 from kubelet_trio.client.ratelimit import TokenBucket
+from kubelet_trio.cm.container_manager import NodeConfig
 from kubelet_trio.cri.remote import DEFAULT_REQUEST_TIMEOUT
 from kubelet_trio.kubelet import KubeletConfig
 from kubelet_trio.nodelease.controller import LEASE_DURATION_SECONDS
 from kubelet_trio.nodestatus.setters import DEFAULT_EVICTION_HARD, NodeStatusConfig
 from kubelet_trio.options import SETTINGS, KubeletOptions, component_configs, load_options
+from kubelet_trio.options.component import (
+    ApiClientSettings,
+    ComponentConfigs,
+    CredentialProviderSettings,
+    RuntimeSettings,
+    SourceSettings,
+)
 from kubelet_trio.pod_workers import RESYNC_INTERVAL
 from kubelet_trio.runonce import RunOnceSettings
 
@@ -292,72 +304,68 @@ def test_no_go_default_without_a_setting() -> None:
 
 
 # -- the derived component configurations ---------------------------------------------------------------
+# A component field named like a setting gets it by name (options.component.from_settings); these tables
+# list the fields component_configs fills by hand: another name, or a value computed from settings.
 
-#: KubeletConfig field -> the KubeletOptions setting it comes from.
-KUBELET_CONFIG = {
-    "cluster_dns": "cluster_dns",
-    "cluster_domain": "cluster_domain",
-    "resolv_conf": "resolv_conf",
-    "pod_logs_dir": "pod_logs_dir",
-    "container_log_max_files": "container_log_max_files",
-    "container_log_monitor_interval": "container_log_monitor_interval",
-    "root_dir": "root_dir",
-    "sync_frequency": "sync_frequency",
-    "healthz_port": "healthz_port",
-    "healthz_bind_address": "healthz_bind_address",
-    "read_only_port": "read_only_port",
-    "port": "port",
-    "tls_cert_file": "tls_cert_file",
-    "tls_private_key_file": "tls_private_key_file",
-    "client_ca_file": "client_ca_file",
-    "tls_min_version": "tls_min_version",
-    "tls_cipher_suites": "tls_cipher_suites",
-    "max_pods": "max_pods",
-    "anonymous_auth": "anonymous_auth",
-    "authentication_token_webhook": "authentication_token_webhook",
-    "authorization_mode": "authorization_mode",
-    "authentication_cache_ttl": "authentication_token_webhook_cache_ttl",
-    "authorized_cache_ttl": "authorization_webhook_cache_authorized_ttl",
-    "unauthorized_cache_ttl": "authorization_webhook_cache_unauthorized_ttl",
-    "streaming_connection_idle_timeout": "streaming_connection_idle_timeout",
-    "address": "address",
-    "allowed_unsafe_sysctls": "allowed_unsafe_sysctls",
-    "eviction_hard": "eviction_hard",
-    "eviction_soft": "eviction_soft",
-    "eviction_soft_grace_period": "eviction_soft_grace_period",
-    "eviction_minimum_reclaim": "eviction_minimum_reclaim",
-    "eviction_pressure_transition_period": "eviction_pressure_transition_period",
-    "eviction_max_pod_grace_period": "eviction_max_pod_grace_period",
-    "image_gc_high_threshold_percent": "image_gc_high_threshold",
-    "image_gc_low_threshold_percent": "image_gc_low_threshold",
-    "image_minimum_gc_age": "minimum_image_ttl_duration",
-    "minimum_container_ttl_duration": "minimum_container_ttl_duration",
-    "maximum_dead_containers_per_container": "maximum_dead_containers_per_container",
-    "maximum_dead_containers": "maximum_dead_containers",
-    "shutdown_grace_period": "shutdown_grace_period",
-    "shutdown_grace_period_critical_pods": "shutdown_grace_period_critical_pods",
-    "pod_infra_container_image": "pod_infra_container_image",
-    "serialize_image_pulls": "serialize_image_pulls",
-    "max_parallel_image_pulls": "max_parallel_image_pulls",
-    "registry_pull_qps": "registry_qps",
-    "registry_burst": "registry_burst",
+#: Component class -> {field: the KubeletOptions setting it comes from, under another name}.
+RENAMED: dict[type, dict[str, str]] = {
+    KubeletConfig: {
+        "authentication_cache_ttl": "authentication_token_webhook_cache_ttl",
+        "authorized_cache_ttl": "authorization_webhook_cache_authorized_ttl",
+        "unauthorized_cache_ttl": "authorization_webhook_cache_unauthorized_ttl",
+        "image_gc_high_threshold_percent": "image_gc_high_threshold",
+        "image_gc_low_threshold_percent": "image_gc_low_threshold",
+        "image_minimum_gc_age": "minimum_image_ttl_duration",
+        "registry_pull_qps": "registry_qps",
+    },
+    ApiModeOptions: {
+        "kubelet_port": "port",
+        "object_strategy": "config_map_and_secret_change_detection_strategy",
+        "event_record_qps": "event_qps",
+    },
+    RunOnceSettings: {"wait": "runonce_wait", "timeout": "runonce_timeout", "cleanup": "runonce_cleanup"},
+    RuntimeSettings: {
+        "endpoint": "container_runtime_endpoint",
+        "image_endpoint": "image_service_endpoint",
+        "request_timeout": "runtime_request_timeout",
+        "sandbox_image": "pod_infra_container_image",
+    },
+    ApiClientSettings: {"qps": "kube_api_qps", "burst": "kube_api_burst"},
+    CredentialProviderSettings: {
+        "config": "image_credential_provider_config",
+        "bin_dir": "image_credential_provider_bin_dir",
+    },
+    NodeConfig: {"pod_pids_limit": "pod_max_pids"},
 }
-API_MODE = {
-    "register_node": "register_node",
-    "node_labels": "node_labels",
-    "register_with_taints": "register_with_taints",
-    "max_pods": "max_pods",
-    "kubelet_port": "port",
-    "kube_reserved": "kube_reserved",
-    "system_reserved": "system_reserved",
-    "eviction_hard": "eviction_hard",
-    "node_status_update_frequency": "node_status_update_frequency",
-    "node_status_report_frequency": "node_status_report_frequency",
-    "node_lease_duration_seconds": "node_lease_duration_seconds",
-    "object_strategy": "config_map_and_secret_change_detection_strategy",
+#: Component class -> fields named like a setting but holding a value computed from it (not the same).
+COMPUTED: dict[type, set[str]] = {
+    KubeletConfig: {"container_log_max_size"},  # bytes, from the quantity
+    SourceSettings: {"manifest_url_header"},  # the lists copied too
+    NodeConfig: {  # tests/cmd/test_cgroup_settings.py
+        "cgroups_per_qos",
+        "cgroup_driver",
+        "cgroup_root",
+        "enforce_node_allocatable",
+        "cpu_cfs_quota_period",  # µs, from the duration
+    },
 }
-RUN_ONCE = {"wait": "runonce_wait", "timeout": "runonce_timeout", "cleanup": "runonce_cleanup"}
-RUN_ONCE |= {"max_pods": "max_pods"}
+
+
+def same_named(component: type) -> dict[str, str]:
+    """The fields of ``component`` that ``component_configs`` fills by name: field -> setting."""
+    settings = {s.dest for s in SETTINGS}
+    names = {f.alias for f in attrs.fields(component) if f.init and f.alias in settings}
+    return {name: name for name in names - COMPUTED.get(component, set())}
+
+
+def from_options(component: type) -> dict[str, str]:
+    """Every field of ``component`` that holds a setting as it is: field -> setting."""
+    return same_named(component) | RENAMED.get(component, {})
+
+
+KUBELET_CONFIG = from_options(KubeletConfig)
+API_MODE = from_options(ApiModeOptions)
+RUN_ONCE = from_options(RunOnceSettings)
 
 CHANGED = [
     "--cluster-dns=10.96.0.10",
@@ -414,7 +422,22 @@ CHANGED = [
     "--serialize-image-pulls=false",
     "--registry-qps=2",
     "--registry-burst=3",
+    "--container-runtime-endpoint=unix:///run/other.sock",
+    "--image-service-endpoint=unix:///run/images.sock",
+    "--runtime-request-timeout=30s",
+    "--kube-api-qps=7",
+    "--kube-api-burst=9",
+    "--event-qps=3",
+    "--image-credential-provider-config=/etc/kubelet/credential-providers.yaml",
+    "--image-credential-provider-bin-dir=/usr/libexec/kubelet-credential-providers",
+    "--pod-max-pids=100",
 ]
+
+
+def components(configs: ComponentConfigs) -> list[Any]:
+    """Every component configuration ``component_configs`` made."""
+    parts = [getattr(configs, f.name) for f in attrs.fields(ComponentConfigs)] + [configs.kubelet.cgroups]
+    return [part for part in parts if attrs.has(type(part))]
 
 
 @pytest.mark.parametrize("argv", [[], CHANGED], ids=["defaults", "changed"])
@@ -432,21 +455,55 @@ def test_component_configs_carry_every_setting(argv: list[str]) -> None:
             max_parallel_image_pulls=4,
         )
     configs = component_configs(options)
-    for config, mapping in (
-        (configs.kubelet, KUBELET_CONFIG),
-        (configs.api_mode, API_MODE),
-        (configs.run_once, RUN_ONCE),
-    ):
-        for field, dest in mapping.items():
-            assert getattr(config, field) == getattr(options, dest), field
+    for part in components(configs):
+        for field, dest in from_options(type(part)).items():
+            assert getattr(part, field) == getattr(options, dest), f"{type(part).__name__}.{field}"
     assert configs.kubelet.node_name == options.node_name
     assert configs.kubelet.container_log_max_size == options.container_log_max_bytes
     assert configs.kubelet.node_ips == ((options.node_ip,) if options.node_ip else ())
     assert configs.api_mode.hostname == (options.hostname_override or None)
-    if argv:  # every setting above differs from its default, so a dropped copy cannot pass
+    assert configs.sources.manifest_url_header == options.manifest_url_header
+    assert (configs.fail_swap_on, configs.fail_cgroupv1, configs.node_ip) == (
+        options.fail_swap_on,
+        options.fail_cgroupv1,
+        options.node_ip,
+    )
+    if argv:  # every renamed setting differs from its default, so a dropped copy cannot pass
         defaults_options = KubeletOptions()
-        for dest in {*KUBELET_CONFIG.values(), *API_MODE.values(), *RUN_ONCE.values()}:
+        for dest in {dest for renamed in RENAMED.values() for dest in renamed.values()}:
             assert getattr(options, dest) != getattr(defaults_options, dest), dest
+
+
+def _annotation(component: type, field: str) -> Any:
+    """The evaluated annotation of ``component``'s ``field`` (its module's imports at run time)."""
+    annotation = attrs.fields_dict(component)[field].type
+    if not isinstance(annotation, str):
+        return annotation
+    return eval(annotation, vars(sys.modules[component.__module__]))
+
+
+def _is_instance(value: Any, annotation: Any) -> bool:
+    """A shallow isinstance against an annotation (unions, generics by their origin; a float takes an
+    int, as mypy's numeric tower does)."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return any(_is_instance(value, arg) for arg in typing.get_args(annotation))
+    if annotation is None or annotation is type(None):
+        return value is None
+    if annotation is float:
+        return isinstance(value, int | float)
+    return isinstance(value, typing.get_origin(annotation) or annotation)
+
+
+@pytest.mark.parametrize("argv", [[], CHANGED], ids=["defaults", "changed"])
+def test_settings_handed_over_by_name_have_the_fields_type(argv: list[str]) -> None:
+    """What mypy cannot see through ``from_settings``: each value a component gets by name (or from a
+    renamed setting) is of its field's type."""
+    configs = component_configs(load_options(argv)[0])
+    for part in components(configs):
+        for field in from_options(type(part)):
+            value = getattr(part, field)
+            annotation = _annotation(type(part), field)
+            assert _is_instance(value, annotation), f"{type(part).__name__}.{field}: {value!r} ({annotation})"
 
 
 def test_the_daemon_serves_device_plugins_and_an_embedded_node_does_not() -> None:

@@ -55,7 +55,7 @@ import pytest
 import trio
 
 from kubelet_trio.apimode import open_kubeconfig_client
-from kubelet_trio.client import ApiClient, NotFound
+from kubelet_trio.client import ApiClient, NotFound, StatusError
 from kubelet_trio.testing.env import LocalCriEnvironment, missing_prerequisites, private_cgroup_root
 from kubelet_trio.testing.envtest import EnvtestCluster, assets, skip_reason, start_envtest
 from kubelet_trio.testing.registry import free_port
@@ -394,7 +394,10 @@ class Namespace:
         query = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in params.items()}
         if container:
             query["container"] = container
-        return await self.client.get_text(self.path("pods", name, "log"), query)
+        try:
+            return await self.client.get_text(self.path("pods", name, "log"), query)
+        except StatusError as err:  # callers poll on it: the container may not have started yet
+            raise AssertionError(f"GET {self.path('pods', name, 'log')}: {err}") from None
 
     async def events(self, name: str) -> list[dict[str, Any]]:
         """The events recorded for the object ``name`` in this namespace."""

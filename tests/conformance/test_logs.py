@@ -90,4 +90,4 @@ async def test_previous_and_follow(ns: Namespace) -> None:
     with pytest.raises(AssertionError) as missing:
         await ns.logs("once", "c", previous=True)
     assert ": 400 " in str(missing.value)
-    assert 'previous terminated container \\"c\\" in pod \\"once\\" not found' in str(missing.value)
+    assert 'previous terminated container "c" in pod "once" not found' in str(missing.value)

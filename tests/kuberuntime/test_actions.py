@@ -390,10 +390,3 @@ def test_sidecars_do_not_keep_a_finished_pod_alive() -> None:
     # sidecar is restarted first; the pod is killed once it runs (above).
     rebooted = compute_pod_actions(p, status(cs("proxy", EXITED), cs("a", EXITED)))
     assert rebooted == actions(init_containers_to_start=(0,))
-
-
-def test_names_helpers() -> None:
-    p = pod("a", "b", inits=("i0",))
-    got = compute_pod_actions(p, status(cs("i0", EXITED)))
-    assert got.container_names_to_start(p) == ["a", "b"]
-    assert compute_pod_actions(p, status(sandboxes=())).init_container_names_to_start(p) == ["i0"]

@@ -126,20 +126,6 @@ async def test_remove_dead_containers_keeps_newest_dead_per_name(env: Env, autoj
     assert restarted is not None and restarted.restart_count == crash[0].restart_count + 1
 
 
-async def test_remove_dead_sandboxes_keeps_the_newest(env: Env, autojump_clock: MockClock) -> None:
-    pod = make_pod([app()], scripts={"app": "run"})
-    await env.sync(pod)
-    for _ in range(2):
-        old = (await env.status(pod)).sandbox_statuses[0]
-        await env.sim.stop_pod_sandbox(old.id)
-        await env.sync(pod)
-    status = await env.status(pod)
-    assert [s.attempt for s in status.sandbox_statuses] == [2, 1, 0]
-    await env.mgr.remove_dead_containers(status)  # empties sandbox 0 (sandbox 1 keeps the newest dead one)
-    assert await env.mgr.remove_dead_sandboxes(await env.status(pod)) == [status.sandbox_statuses[2].id]
-    assert [s.attempt for s in (await env.status(pod)).sandbox_statuses] == [2, 1]
-
-
 async def test_collect_orphans(make_env: EnvFactory, autojump_clock: MockClock) -> None:
     env = await make_env()
     other = attrs.evolve(env.mgr, node_name="node-b")

@@ -25,11 +25,13 @@ from kubelet_trio.kuberuntime.images import (
 )
 from kubelet_trio.kuberuntime.labels import (
     NODE_LABEL,
+    POD_NAME_LABEL,
+    POD_NAMESPACE_LABEL,
+    POD_UID_LABEL,
     container_annotations,
     container_labels,
     parse_container_annotations,
     parse_container_labels,
-    parse_sandbox_labels,
     pod_labels,
 )
 from tests.kuberuntime.conftest import app, make_pod, spec_of
@@ -59,14 +61,13 @@ def test_labels_and_annotations_round_trip() -> None:
         terminationGracePeriodSeconds=20,
     )
     spec = spec_of(pod)
-    sandbox = parse_sandbox_labels(pod_labels(pod, "node-a"))
-    assert (sandbox.pod_name, sandbox.pod_namespace, sandbox.pod_uid, sandbox.node) == (
-        "web",
-        "default",
-        "uid-1",
-        "node-a",
-    )
-    assert sandbox.labels == {"tier": "web"}
+    assert pod_labels(pod, "node-a") == {  # the kubelet's labels override the pod's own
+        "tier": "web",
+        POD_NAME_LABEL: "web",
+        POD_NAMESPACE_LABEL: "default",
+        POD_UID_LABEL: "uid-1",
+        NODE_LABEL: "node-a",
+    }
     labels = parse_container_labels(container_labels(spec, pod, "node-a"))
     assert (labels.container_name, labels.node, labels.pod_uid) == ("app", "node-a", "uid-1")
     annotations = parse_container_annotations(container_annotations(spec, pod, 3))

@@ -61,7 +61,7 @@ async def test_refresh_at_80_percent_less_jitter(autojump_clock: trio.testing.Mo
     assert [t - start for t in server.calls] == [0, pytest.approx(475.001)]
     other = attrs.evolve(REQUEST, audiences=())  # a different request: its own token
     assert await tokens.get_service_account_token(other) == "token-3"
-    assert tokens.cached_requests() == [REQUEST, other]
+    assert list(tokens._cache) == [REQUEST, other]
 
 
 async def test_server_granted_lifetime_and_24h_cap(autojump_clock: trio.testing.MockClock) -> None:
@@ -125,14 +125,14 @@ async def test_pod_removal_and_garbage_collection(autojump_clock: trio.testing.M
     await tokens.get_service_account_token(REQUEST)
     await tokens.get_service_account_token(other_pod)
     tokens.delete_service_account_token("uid-1")
-    assert tokens.cached_requests() == [other_pod]
+    assert list(tokens._cache) == [other_pod]
     await tokens.get_service_account_token(REQUEST)
     async with trio.open_nursery() as nursery:
         await nursery.start(tokens.run)
         await trio.sleep(659)  # expired at 600 s, but the sweeps run every 60 s
-        assert len(tokens.cached_requests()) == 2
+        assert len(tokens._cache) == 2
         await trio.sleep(2)  # the sweep at 660 s drops it
-        assert tokens.cached_requests() == [other_pod]
+        assert list(tokens._cache) == [other_pod]
         nursery.cancel_scope.cancel()
 
 

@@ -7,6 +7,20 @@ refused connection, a timeout, a 500); :class:`ProbeError` only when the probe c
 
 from __future__ import annotations
 
-from kubelet_trio.prober.probe.result import ProbeError, Result
+from typing import TYPE_CHECKING
+
+from kubelet_trio.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from kubelet_trio.prober.probe.result import ProbeError, Result
+
+#: public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    "ProbeError": "kubelet_trio.prober.probe.result",
+    "Result": "kubelet_trio.prober.probe.result",
+}
 
 __all__ = ["ProbeError", "Result"]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
