@@ -21,12 +21,15 @@ class ContainerState(enum.Enum):
 
 @attrs.frozen
 class ContainerResources:
-    """The CPU and memory the runtime reports a container runs with (CRI ``LinuxContainerResources``)."""
+    """The CPU and memory the runtime reports a container runs with (CRI ``LinuxContainerResources``);
+    ``memory_request`` (bytes), which no cgroup holds, is the one the kubelet last actuated (Go fills it
+    in ``toKubeContainerStatus``), None when unknown."""
 
     cpu_shares: int = 0
     cpu_quota: int = 0
     cpu_period: int = 0
     memory_limit: int = 0
+    memory_request: int | None = None
 
 
 @attrs.frozen

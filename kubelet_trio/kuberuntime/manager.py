@@ -79,6 +79,7 @@ from kubelet_trio.kuberuntime.images import (
 )
 from kubelet_trio.kuberuntime.labels import (
     POD_UID_LABEL,
+    LabeledContainerInfo,
     node_selector,
     parse_container_annotations,
     parse_container_labels,
@@ -427,8 +428,20 @@ class KubeRuntimeManager:
             reason=status.reason if exited else "",
             message=status.message if exited else "",
             runtime_type=self.runtime_type,
-            resources=_to_resources(status),
+            resources=self._with_actuated_memory_request(_to_resources(status), labels),
         )
+
+    def _with_actuated_memory_request(
+        self, resources: ContainerResources | None, labels: LabeledContainerInfo
+    ) -> ContainerResources | None:
+        """Go ``toKubeContainerStatus``: the memory request is the actuated one (a cgroup holds none)."""
+        if resources is None:
+            return None
+        actuated = self.actuated.get_container(labels.pod_uid, labels.container_name)
+        request = (actuated.requests or {}).get("memory") if actuated is not None else None
+        if request is None or request.is_zero():
+            return resources
+        return attrs.evolve(resources, memory_request=request.int_value())
 
     async def get_pod_status(self, uid: str, name: str, namespace: str) -> PodStatus:
         """Sandboxes (newest first, with PodSandboxStatus) and containers (newest first, with

@@ -3,9 +3,10 @@
 
 ``allocatedResources`` is the allocated requests. ``resources`` starts from the allocated requirements;
 for a running container the runtime's values replace CPU and memory limits (when the container has limits)
-and the CPU request (when it has requests): CPU from the cgroup shares and CFS quota, memory from the
-memory limit. A CPU value at or below the kernel's minimum on both sides keeps the allocated one; a value
-the runtime does not report keeps the previous status's while the same instance runs.
+and the CPU and memory requests (when it has requests): CPU from the cgroup shares and CFS quota, the
+memory limit from the cgroup, the memory request (which no cgroup holds) as last actuated. A CPU value
+at or below the kernel's minimum on both sides keeps the allocated one; a value the runtime does not
+report keeps the previous status's while the same instance runs.
 """
 
 from __future__ import annotations
@@ -110,7 +111,10 @@ def container_status_resources(
                 requests["cpu"] = milli_quantity(cpu_request)
         else:
             keep(requests, "requests", "cpu")
-        keep(requests, "requests", "memory")
+        if actual is not None and actual.memory_request is not None:
+            requests["memory"] = binary_quantity(actual.memory_request)
+        else:
+            keep(requests, "requests", "memory")
     return _requirements(limits, requests), allocated
 
 

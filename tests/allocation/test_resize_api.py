@@ -95,6 +95,31 @@ async def test_cpu_resize_is_applied_in_place(autojump_clock: trio.testing.MockC
         assert events["ResizeCompleted"] == f"Pod resize completed: {summary}"
 
 
+async def test_a_memory_request_resize_is_reported_as_actuated(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """No cgroup holds a memory request: the status shows the one last actuated (Go fills it from the
+    actuated state), not the previous status's."""
+    clock = WallClock()
+    async with open_fake_api(now=clock.now) as api, open_api_node(api, clock=clock):
+        api.create_pod(manifest("web", {"app": {"resources": resources("25m", "40Mi")}}))
+        with trio.fail_after(30):
+            await api.wait_for(lambda: running(api, "web"))
+        assert api_container(api, "web", "app")["resources"] == {"requests": {"cpu": "25m", "memory": "40Mi"}}
+
+        resize(api, "web", {"app": resources("25m", "35Mi")})
+
+        def reported() -> bool:
+            return (api_container(api, "web", "app").get("resources") or {}).get("requests") == {
+                "cpu": "25m",
+                "memory": "35Mi",
+            }
+
+        with trio.fail_after(30):
+            await api.wait_for(reported)
+        assert api_container(api, "web", "app")["restartCount"] == 0
+
+
 async def test_memory_resize_with_restart_container_restarts_only_that_container(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
