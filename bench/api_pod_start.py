@@ -49,12 +49,11 @@ import platform
 import re
 import secrets
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -62,43 +61,39 @@ from typing import Any
 import attrs
 import httpx
 import trio
-import yaml
 from _common import (
     COMMAND,
+    GO_KUBELET,
+    GO_NODE,
     READY_COMMAND,
+    TRIO_NODE,
+    ControlPlane,
+    KubeletProcess,
+    control_plane,
     cpu_by_command,
     cpu_delta,
+    cpu_model,
     floor_run,
-    log_tail,
+    go_info,
+    go_kubelet,
+    is_ready,
     machine_busy_seconds,
     measure_process,
     medians,
     proc_cpu_seconds,
     py_spy_record,
     ratio,
-    stop_process,
     summarize_raw_profile,
-    unmount_under,
+    trio_kubelet,
 )
 
-from kubelet_trio import defaults
 from kubelet_trio.apimode import open_kubeconfig_client
 from kubelet_trio.client import ApiClient, ApiClientError
 from kubelet_trio.cri.remote import open_cri_runtime
-from kubelet_trio.testing.env import LocalCriEnvironment, missing_prerequisites, private_cgroup_root
-from kubelet_trio.testing.envtest import DEFAULT_ASSETS, assets, start_envtest
-from kubelet_trio.testing.registry import free_port
+from kubelet_trio.testing.env import LocalCriEnvironment, missing_prerequisites
 
-#: The Go kubelet: 1.24's ``kubelet-go`` (build-envtest.sh) or 1.36's ``kubelet`` (build-k136.sh).
-GO_KUBELET = next(
-    (p for p in (DEFAULT_ASSETS / "kubelet-go", DEFAULT_ASSETS / "kubelet") if p.exists()),
-    DEFAULT_ASSETS / "kubelet",
-)
-TRIO_NODE = "bench-trio"
-GO_NODE = "bench-go"
 NAMESPACE = "default"
 GRACE_SECONDS = 5
-NODE_READY_TIMEOUT = 120.0
 PHASE_TIMEOUT = 300.0  # seconds for one create → Ready or delete → gone phase
 STEADY_PODS = 30
 STEADY_PROBE_PERIOD = 10
@@ -109,202 +104,6 @@ ORDER = (
     "interleaved: both kubelets up from the start (each idle while the other is measured); per size and "
     "round one run each of the CRI floor, the probing floor, kubelet-trio and the Go kubelet"
 )
-
-
-# -- the control plane --------------------------------------------------------------------------------
-
-
-class ControlPlane:
-    """A kubeconfig to an API server, its label, and an admin httpx client for sync set-up."""
-
-    def __init__(self, label: str, kubeconfig: Path, client: Callable[[], httpx.Client]) -> None:
-        self.label = label
-        self.kubeconfig = kubeconfig
-        self.http_client = client
-
-
-@contextmanager
-def control_plane(kind: str, workdir: Path) -> Iterator[ControlPlane]:
-    """The real kube-apiserver when its binaries are here (or ``kind == "envtest"``), else the fake."""
-    directory = assets()
-    if kind == "envtest" and directory is None:
-        raise SystemExit(
-            "--api envtest: no etcd + kube-apiserver in KUBEBUILDER_ASSETS or " + str(DEFAULT_ASSETS)
-        )
-    if kind != "fake" and directory is not None:
-        version = subprocess.run(
-            [str(directory / "kube-apiserver"), "--version"], capture_output=True, text=True, check=False
-        ).stdout.strip()
-        extra = ["--kubelet-preferred-address-types=InternalIP,Hostname"]
-        with start_envtest(directory, extra_args=extra) as api:
-            yield ControlPlane(
-                f"kube-apiserver ({version}, envtest binaries)", api.kubeconfig, api.http_client
-            )
-        return
-    kubeconfig = workdir / "fake-kubeconfig"
-    log = workdir / "fake-apiserver.log"
-    with log.open("wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "kubelet_trio", "fake-apiserver", "--kubeconfig-out", str(kubeconfig)],
-            stdout=subprocess.PIPE,
-            stderr=err,
-        )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().decode().strip()
-        if not url:
-            raise RuntimeError(f"fake-apiserver did not start:\n{log_tail(log)}")
-        yield ControlPlane(
-            "fake API server (kubelet_trio.testing.fakeapi, NOT a real kube-apiserver) over loopback",
-            kubeconfig,
-            lambda: httpx.Client(base_url=url, timeout=10),
-        )
-    finally:
-        stop_process(proc)
-
-
-def node_ready(client: httpx.Client, node: str) -> bool:
-    response = client.get(f"/api/v1/nodes/{node}")
-    if response.status_code != 200:
-        return False
-    conditions = response.json().get("status", {}).get("conditions") or ()
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-
-def wait_node_ready(plane: ControlPlane, node: str, proc: subprocess.Popen[bytes], log: Path) -> float:
-    """Seconds until the node object says Ready; the daemon's log tail when it exits or times out."""
-    t0 = time.monotonic()
-    with plane.http_client() as client:
-        while not node_ready(client, node):
-            if proc.poll() is not None or time.monotonic() - t0 > NODE_READY_TIMEOUT:
-                raise RuntimeError(f"node {node} not Ready (exit {proc.poll()}); log tail:\n{log_tail(log)}")
-            time.sleep(0.25)
-    return round(time.monotonic() - t0, 2)
-
-
-# -- the kubelets -------------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class KubeletProcess:
-    """A kubelet process under test and the port of its Kubelet API (``/metrics`` over TLS)."""
-
-    proc: subprocess.Popen[bytes]
-    port: int
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-
-@contextmanager
-def trio_kubelet(
-    plane: ControlPlane,
-    cri: LocalCriEnvironment,
-    workdir: Path,
-    log_dir: Path | None,
-    extra_args: Sequence[str] = (),
-) -> Iterator[KubeletProcess]:
-    """``python -m kubelet_trio --kubeconfig`` as users run it, until its node is Ready; its pod cgroups
-    under a root of its own (two kubelets sharing ``/kubepods`` remove each other's pods as orphans)."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    log = (log_dir or workdir) / "kubelet-trio.log"
-    port = free_port()
-    command = [
-        sys.executable, "-m", "kubelet_trio",
-        "--kubeconfig", str(plane.kubeconfig),
-        "--container-runtime-endpoint", cri.endpoint,
-        "--hostname-override", TRIO_NODE,
-        "--root-dir", str(workdir / "root"),
-        "--pod-logs-dir", str(workdir / "pods"),
-        "--healthz-port", "0",
-        "--port", str(port),
-        "--anonymous-auth=true",  # /metrics for the benchmark, as the Go kubelet's configuration has it
-        "--fail-swap-on=false",
-        *extra_args,
-    ]  # fmt: skip
-    with private_cgroup_root("bench-trio") as cgroup_root:
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [*command, "--cgroup-root", cgroup_root],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        try:
-            wait_node_ready(plane, TRIO_NODE, proc, log)
-            yield KubeletProcess(proc, port)
-        finally:
-            stop_process(proc)
-
-
-def go_kubelet_minor() -> int:
-    """The Go kubelet's minor version (``Kubernetes v1.36.2`` → 36)."""
-    out = subprocess.run([str(GO_KUBELET), "--version"], capture_output=True, text=True, check=True).stdout
-    return int(out.split("v1.", 1)[1].split(".", 1)[0])
-
-
-def go_kubelet_config(workdir: Path, port: int, cgroup_root: str, endpoint: str, *, qps: bool) -> Path:
-    """A KubeletConfiguration for running the Go kubelet as root in this (cgroup v1, no systemd) box."""
-    config: dict[str, Any] = {
-        "apiVersion": "kubelet.config.k8s.io/v1beta1",
-        "kind": "KubeletConfiguration",
-        "cgroupDriver": "cgroupfs",
-        "cgroupRoot": cgroup_root,
-        "failSwapOn": False,
-        "port": port,
-        "readOnlyPort": 0,
-        "healthzPort": 0,
-        "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
-        "authorization": {"mode": "AlwaysAllow"},
-        "resolvConf": "/etc/resolv.conf",
-    }
-    if go_kubelet_minor() >= 27:  # the runtime endpoint moved into the config; 1.35 refuses cgroup v1
-        config.update(containerRuntimeEndpoint=endpoint, failCgroupV1=False)
-    if qps:  # the same client limits as kubelet-trio's: both kubelets then do the same API work
-        config.update(
-            kubeAPIQPS=defaults.KUBE_API_QPS,
-            kubeAPIBurst=defaults.KUBE_API_BURST,
-            eventRecordQPS=defaults.EVENT_RECORD_QPS,
-            eventBurst=defaults.EVENT_BURST,
-        )
-    path = workdir / ("config.yaml" if qps else "config-default-qps.yaml")
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
-@contextmanager
-def go_kubelet(
-    plane: ControlPlane, cri: LocalCriEnvironment, workdir: Path, log_dir: Path | None, *, qps: bool
-) -> Iterator[KubeletProcess]:
-    """The Go kubelet on its own containerd, until its node is Ready."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    log = (log_dir or workdir) / ("kubelet-go.log" if qps else "kubelet-go-default-qps.log")
-    with private_cgroup_root("bench-go") as cgroup_root:
-        command = [
-            str(GO_KUBELET),
-            f"--config={go_kubelet_config(workdir, port, cgroup_root, cri.endpoint, qps=qps)}",
-            f"--kubeconfig={plane.kubeconfig}",
-            f"--hostname-override={GO_NODE}",
-            f"--root-dir={workdir / 'root'}",
-            f"--cert-dir={workdir / 'pki'}",
-            "--v=2",
-        ]
-        if go_kubelet_minor() < 27:
-            command += [
-                "--container-runtime=remote",
-                f"--container-runtime-endpoint={cri.endpoint}",
-                f"--pod-infra-container-image={cri.images.pause}",
-            ]
-        with log.open("wb") as out:
-            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            wait_node_ready(plane, GO_NODE, proc, log)
-            yield KubeletProcess(proc, port)
-        finally:
-            stop_process(proc)
-            unmount_under(workdir / "root")
 
 
 # -- one API run ----------------------------------------------------------------------------------------
@@ -334,11 +133,6 @@ def pod_manifest(name: str, node: str, image: str, run_id: str, probe_period: in
 def app_state(pod: dict[str, Any]) -> dict[str, Any]:
     statuses = pod.get("status", {}).get("containerStatuses") or ()
     return next((dict(c.get("state") or {}) for c in statuses if c.get("name") == "app"), {})
-
-
-def is_ready(pod: dict[str, Any]) -> bool:
-    conditions = pod.get("status", {}).get("conditions") or ()
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 class PodWatch:
@@ -634,7 +428,7 @@ def main() -> int:
     out: dict[str, Any] = {
         "machine": {
             "cpus": os.cpu_count(),
-            "cpu": _cpu_model(),
+            "cpu": cpu_model(),
             "kernel": platform.release(),
             "python": sys.version.split()[0],
             "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
@@ -671,7 +465,7 @@ def main() -> int:
                 )
         go_cri: LocalCriEnvironment | None = None
         if go_reason is None:
-            out["go_kubelet"] = _go_info()
+            out["go_kubelet"] = go_info()
             go_cri = stack.enter_context(LocalCriEnvironment(workdir / "cri-go"))
         else:
             out["go_kubelet"] = {"skipped": go_reason}
@@ -741,33 +535,6 @@ def _api_once(kubeconfig: Path, node: str, image: str, kubelet: KubeletProcess, 
         if timeouts is None:
             raise
         raise RuntimeError("; ".join(str(e) for e in timeouts.exceptions)) from group
-
-
-def _go_info() -> dict[str, Any]:
-    return {
-        "binary": str(GO_KUBELET),
-        "version": subprocess.run(
-            [str(GO_KUBELET), "--version"], capture_output=True, text=True
-        ).stdout.strip(),
-        "client_limits": {
-            "kubeAPIQPS": defaults.KUBE_API_QPS,
-            "kubeAPIBurst": defaults.KUBE_API_BURST,
-            "eventRecordQPS": defaults.EVENT_RECORD_QPS,
-            "eventBurst": defaults.EVENT_BURST,
-            "note": "kubelet-trio's defaults (Go's since 1.27); go_kubelet_default_qps: its 1.24 ones",
-        },
-        "config": "cgroupDriver cgroupfs, failSwapOn false, remote CRI",
-    }
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 if __name__ == "__main__":

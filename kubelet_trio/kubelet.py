@@ -401,7 +401,7 @@ class Kubelet(PodsMixin, HostInterfaceMixin):
         def active_pods() -> list[Pod]:
             nonlocal active
             if active is None:
-                active = [p for p in self._pod_manager.pods() if self._is_admitted_active(p.uid)]
+                active = self.active_pods()
             return active
 
         for pod in sorted(pods, key=lambda p: (p.metadata.creation_timestamp or "") if p.metadata else ""):
@@ -411,7 +411,7 @@ class Kubelet(PodsMixin, HostInterfaceMixin):
             if self._reject_if_not_admitted(pod, active_pods):
                 continue
             self._pod_workers.update_pod(UpdatePodOptions(UpdateType.CREATE, pod=pod))
-            if active is not None and not known and self._is_admitted_active(pod.uid):
+            if active is not None and not known and self._is_admitted_active(pod):
                 active.append(pod)
 
     def _reject_if_not_admitted(self, pod: Pod, active_pods: Callable[[], list[Pod]]) -> bool:

@@ -87,23 +87,19 @@ class PodsMixin:
     # -- the active pods, killing one -------------------------------------------------------------------
 
     def active_pods(self) -> list[Pod]:
-        """Go ``GetActivePods``: admitted pods whose termination was not requested and that are not done."""
-        return [
-            p
-            for p in self._pod_manager.pods()
-            if p.uid not in self.rejected
-            and not p.is_terminal
-            and self._pod_workers.is_known(p.uid)
-            and not self._pod_workers.is_termination_requested(p.uid)
-        ]
+        """Go ``GetActivePods``: the admitted pods that still hold resources (see
+        :meth:`_is_admitted_active`)."""
+        return [p for p in self._pod_manager.pods() if self._is_admitted_active(p)]
 
-    def _is_admitted_active(self, uid: str) -> bool:
-        """Go ``filterOutInactivePods`` over the admitted pods: the ones new pods are admitted against."""
-        return (
-            uid not in self.rejected
-            and self._pod_workers.is_known(uid)
-            and not self._pod_workers.is_termination_requested(uid)
-        )
+    def _is_admitted_active(self, pod: Pod) -> bool:
+        """Go ``filterOutInactivePods``: admitted, not yet known to be terminated, and not terminal unless
+        it is still being terminated. A terminating pod counts: its containers hold their resources until
+        they are stopped, so the Go kubelet admits new pods against it (``maxPods`` included)."""
+        uid = pod.uid
+        workers = self._pod_workers
+        if uid in self.rejected or not workers.is_known(uid) or workers.is_terminated(uid):
+            return False
+        return not pod.is_terminal or workers.is_termination_requested(uid)
 
     async def _pod_ips(self, pod: Pod) -> tuple[str, ...]:
         """The pod's IPs from the runtime (httpGet lifecycle hooks without a host)."""

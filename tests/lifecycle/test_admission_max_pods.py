@@ -83,3 +83,31 @@ async def test_an_embedded_node_has_no_pod_limit_unless_given_one(
         with trio.fail_after(60):
             for pod in pods:
                 await node.wait_for_phase(pod, "Running")
+
+
+async def test_a_terminating_pod_still_counts_against_max_pods(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Go ``filterOutInactivePods``: a pod being terminated holds its place until it is terminated, so a
+    pod added meanwhile is admitted against it (a churning node at its limit rejects, as Go's does)."""
+    stubborn = manifest("a")
+    stubborn["metadata"]["annotations"]["sim.kubelet-trio.io/app"] = "ignore-sigterm"
+    stubborn["spec"]["terminationGracePeriodSeconds"] = 30
+    async with open_sim_node(max_pods=1) as node:
+        (first,) = await node.apply(stubborn)
+        with trio.fail_after(60):
+            await node.wait_for_phase(first, "Running")
+        await node.delete(first, grace_period_seconds=30)
+        await trio.sleep(1)  # terminating: SIGTERM sent, ignored
+        (second,) = await node.apply(manifest("b"))
+        with trio.fail_after(60):
+            rejected = await node.wait_for_phase(second, "Failed")
+        assert rejected.reason == "OutOfpods"
+        assert rejected.message == (
+            "Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: 1, capacity: 1"
+        )
+
+        await node.wait_terminated(first)  # after the grace period: its place is free again
+        (third,) = await node.apply(manifest("c"))
+        with trio.fail_after(60):
+            await node.wait_for_phase(third, "Running")
