@@ -184,6 +184,7 @@ class PodsMixin:
             self._kube_runtime.remove_orphaned_actuated(set(desired) | set(known))
         self._kube_runtime.gc_backoffs()  # Go: kl.backOff.GC(), entries idle for twice the maximum
         keep = set(desired) | set(known)
+        self._kube_runtime.remove_orphaned_reasons(keep)
         self._data_dirs_made.intersection_update(keep)
         await self._volume_manager.cleanup_orphaned_pod_dirs(keep)
         if self._container_manager is not None:  # Go: cleanupOrphanedPodCgroups

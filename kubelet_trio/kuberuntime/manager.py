@@ -528,6 +528,12 @@ class KubeRuntimeManager:
         """Forget the actuated resources of pods no longer known."""
         self.actuated.remove_orphaned_pods(keep)
 
+    def remove_orphaned_reasons(self, keep: Collection[str]) -> None:
+        """Forget the failed-start reasons of pods no longer known (Go bounds its reasonCache with an LRU;
+        a pod that is gone never asks again)."""
+        for uid in [uid for uid in self._reasons if uid not in keep]:
+            del self._reasons[uid]
+
     def reasons(self, uid: str) -> dict[str, tuple[str, str]]:
         """Go's ``reasonCache``: container name → (reason, message) of its last failed start, cleared
         by a successful start."""

@@ -219,6 +219,29 @@ async def test_failing_pod_does_not_affect_others(autojump_clock: trio.testing.M
         assert reasons <= {"ErrImagePull", "ImagePullBackOff"}
 
 
+async def test_a_removed_pod_leaves_no_failed_start_reason_behind(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The runtime manager's record of why a container did not start (Go's reasonCache) is per pod:
+    housekeeping drops it once the pod is gone, so a node that churns failing pods does not grow."""
+    async with open_sim_node() as node:
+        (bad,) = await node.apply(pod_manifest("bad", {"app": "run"}, image="sim.invalid/missing:1"))
+        await node.wait_for(
+            bad,
+            lambda s: (
+                container_status(s, "app").state.waiting is not None
+                and container_status(s, "app").state.waiting.reason == "ImagePullBackOff"
+            ),
+        )
+        runtime = node.kubelet._kube_runtime
+        assert set(runtime.reasons(bad.uid)) == {"app"}
+        await node.remove(bad)
+        await node.wait_terminated(bad)
+        await trio.sleep(5)  # a few housekeeping periods
+        assert runtime.reasons(bad.uid) == {}
+        assert bad.uid not in runtime._reasons
+
+
 async def test_graceful_delete_waits_for_grace_period(autojump_clock: trio.testing.MockClock) -> None:
     async with open_sim_node() as node:
         (pod,) = await node.apply(pod_manifest("stubborn", {"app": "ignore-sigterm"}, grace=7))
