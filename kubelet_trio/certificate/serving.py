@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import trio
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
 
 from kubelet_trio.certificate.csr import CertificateTemplate, generate_key, key_pem
 from kubelet_trio.certificate.kubelet import serving_certificate_manager
@@ -46,6 +44,9 @@ PLACEHOLDER_LIFETIME = dt.timedelta(days=1)
 
 def placeholder_pair(template: CertificateTemplate, now: dt.datetime) -> tuple[bytes, bytes]:
     """A self-signed certificate for ``template`` (PEM certificate, PEM key)."""
+    from cryptography import x509  # loaded to sign, not by a node that only serves given files
+    from cryptography.hazmat.primitives import hashes, serialization
+
     key = generate_key()
     subject = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, template.common_name)])
     sans: list[x509.GeneralName] = [x509.DNSName(d) for d in template.dns_names]

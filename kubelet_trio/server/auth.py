@@ -29,8 +29,6 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 import trio
-from cryptography import x509
-from cryptography.x509.oid import NameOID
 
 from kubelet_trio import defaults
 from kubelet_trio.httpserver.asgi import TEXT, Receive, Scope, Send
@@ -151,6 +149,11 @@ class AuthError(Exception):
 
 
 def user_from_certificate(der: bytes) -> User:
+    """The user a verified client certificate names (CN, O). cryptography is loaded at the first one: its
+    extension keeps several MB resident, which a node nobody connects to with a certificate never needs."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
     cert = x509.load_der_x509_certificate(der)
     names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     orgs = cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)

@@ -13,11 +13,6 @@ import ipaddress
 import os
 from collections.abc import Sequence
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-
 __all__ = ["self_signed_pair", "serving_pair"]
 
 VALIDITY = datetime.timedelta(days=365)
@@ -27,6 +22,12 @@ def self_signed_pair(
     host: str, ips: Sequence[str], *, now: datetime.datetime | None = None
 ) -> tuple[bytes, bytes]:
     """``(cert PEM, key PEM)``: a self-signed serving certificate for ``host`` and ``ips``."""
+    # cryptography's extension stays resident once loaded: only a node that makes its pair loads it
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
     now = now or datetime.datetime.now(datetime.UTC)
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{host}@{int(now.timestamp())}")])
