@@ -34,7 +34,8 @@ if TYPE_CHECKING:
         serving_certificate_manager,
     )
     from kubelet_trio.certificate.manager import CertificateManager, RotationBackoff, rotation_deadline
-    from kubelet_trio.certificate.serving import open_serving_certificate, reload_certificate_files
+    from kubelet_trio.certificate.reload import reload_certificate_files
+    from kubelet_trio.certificate.serving import open_serving_certificate
     from kubelet_trio.certificate.store import CertificatePair, FileStore, StoreError
     from kubelet_trio.certificate.transport import ClientCertificateRotation, tls_context_for
 
@@ -63,7 +64,7 @@ _EXPORTS: dict[str, str] = {
     "RotationBackoff": "kubelet_trio.certificate.manager",
     "rotation_deadline": "kubelet_trio.certificate.manager",
     "open_serving_certificate": "kubelet_trio.certificate.serving",
-    "reload_certificate_files": "kubelet_trio.certificate.serving",
+    "reload_certificate_files": "kubelet_trio.certificate.reload",
     "CertificatePair": "kubelet_trio.certificate.store",
     "FileStore": "kubelet_trio.certificate.store",
     "StoreError": "kubelet_trio.certificate.store",

@@ -5,7 +5,7 @@ The certificate is requested with a ``kubernetes.io/kubelet-serving`` CSR naming
 and IPs; such requests are not approved automatically by the controller manager (an operator or an
 approver must check the addresses), so until one is issued the server presents a self-signed placeholder
 from the same store, which the manager replaces at once. The server follows the store's current file
-(:func:`reload_certificate_files`): a new pair is served on new connections without a restart.
+(:mod:`kubelet_trio.certificate.reload`): a new pair is served on new connections without a restart.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ import contextlib
 import datetime as dt
 import ipaddress
 import logging
-import os
-import ssl
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,12 +31,11 @@ from kubelet_trio.logs import kv
 if TYPE_CHECKING:
     from kubelet_trio.certificate.manager import CertificateMetrics
 
-__all__ = ["RELOAD_PERIOD", "open_serving_certificate", "placeholder_pair", "reload_certificate_files"]
+__all__ = ["open_serving_certificate", "placeholder_pair"]
 
 logger = logging.getLogger(__name__)
 
 #: How often the served certificate file is checked for a new pair.
-RELOAD_PERIOD = 5.0
 PLACEHOLDER_LIFETIME = dt.timedelta(days=1)
 
 
@@ -100,43 +97,3 @@ async def open_serving_certificate(
         await nursery.start(manager.run)
         yield manager.store.current_path
         nursery.cancel_scope.cancel()
-
-
-def _signature(cert_file: str, key_file: str) -> tuple[tuple[int, int, int], ...]:
-    out = []
-    for path in (cert_file, key_file):
-        st = os.stat(path)  # follows the current link to the pair it names
-        out.append((st.st_ino, st.st_mtime_ns, st.st_size))
-    return tuple(out)
-
-
-async def reload_certificate_files(
-    context: ssl.SSLContext,
-    cert_file: str,
-    key_file: str,
-    *,
-    period: float = RELOAD_PERIOD,
-    run_sync: RunSync = run_in_thread,
-    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """Load the pair into ``context`` again whenever the files change (new connections get it; open ones
-    keep theirs), as the Go kubelet reloads ``--tls-cert-file``. A pair that does not load is logged and
-    the old one kept."""
-    seen = await run_sync(_signature, cert_file, key_file)
-    task_status.started()
-    while True:
-        await trio.sleep(period)
-        try:
-            now = await run_sync(_signature, cert_file, key_file)
-        except OSError as err:
-            logger.warning("serving certificate unreadable", extra=kv(path=cert_file, error=err))
-            continue
-        if now == seen:
-            continue
-        try:
-            await run_sync(context.load_cert_chain, cert_file, key_file)
-        except (ssl.SSLError, OSError) as err:
-            logger.error("new serving certificate does not load; keeping the old", extra=kv(error=err))
-            continue
-        seen = now
-        logger.info("serving certificate reloaded", extra=kv(path=cert_file))

@@ -151,7 +151,7 @@ def kubelet_api_ssl_context(
 async def _serve_kubelet_api(
     kubelet: HostInterface, configz: Mapping[str, Any] | None, *, task_status: trio.TaskStatus[str]
 ) -> None:
-    from kubelet_trio.certificate.serving import reload_certificate_files
+    from kubelet_trio.certificate.reload import reload_certificate_files
     from kubelet_trio.cliflag import tls_cipher_suites
     from kubelet_trio.server.app import kubelet_api_app
     from kubelet_trio.server.auth import AuthConfig, AuthenticatedApp, KubeletAuth, webhook_client_error
