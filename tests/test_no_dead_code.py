@@ -83,22 +83,6 @@ ALLOWED: dict[str, str] = {
     "kubelet_trio/sim/runtime.py:SimRuntime.container_config": (
         "test double: the config the simulated runtime was given, read by the volume tests"
     ),
-    # dead, in files others are editing: delete them (and their tests) there
-    "kubelet_trio/api/manifest.py:load_documents": (
-        "pending: kubelet_trio/api/__init__.py being edited (it re-exports it); only tests use it"
-    ),
-    "kubelet_trio/containerd/network.py:host_routes": (
-        "pending: kubelet_trio/containerd/__init__.py being edited (it re-exports it); only tests use it"
-    ),
-    "kubelet_trio/status/generate.py:apply_active_deadline": (
-        "pending: kubelet_trio/status/__init__.py being edited (it re-exports it); only tests use it"
-    ),
-    "kubelet_trio/prober/probe/http.py:http_probe": (
-        "pending: kubelet_trio/prober/probe/http.py being edited; only tests use it"
-    ),
-    "kubelet_trio/testing/fakeapi/csr.py:issued_certificate": (
-        "pending: kubelet_trio/testing/fakeapi/csr.py being edited; nothing uses it"
-    ),
 }
 
 

@@ -50,7 +50,6 @@ if TYPE_CHECKING:
         MAX_MANIFEST_BYTES,
         Document,
         ManifestResult,
-        load_documents,
         parse_manifest,
         read_manifest_file,
     )
@@ -140,7 +139,6 @@ _EXPORTS: dict[str, str] = {
     "MAX_MANIFEST_BYTES": "kubelet_trio.api.manifest",
     "Document": "kubelet_trio.api.manifest",
     "ManifestResult": "kubelet_trio.api.manifest",
-    "load_documents": "kubelet_trio.api.manifest",
     "parse_manifest": "kubelet_trio.api.manifest",
     "read_manifest_file": "kubelet_trio.api.manifest",
     "ObjectMeta": "kubelet_trio.api.meta",
@@ -265,7 +263,6 @@ __all__ = [
     "default_image_pull_policy",
     "default_pod",
     "format_path",
-    "load_documents",
     "parse_manifest",
     "read_manifest_file",
     "rfc3339",

@@ -40,7 +40,6 @@ __all__ = [
     "Document",
     "DocumentResult",
     "ManifestResult",
-    "load_documents",
     "manifest_too_large",
     "parse_manifest",
     "read_manifest_bytes",
@@ -361,17 +360,6 @@ def _load(content: bytes | str, file: str) -> list[Document | _Unreadable]:
         return _yaml_parts(text, file)
     except RecursionError:
         raise ManifestError(file, 1, (), "manifest is nested too deeply") from None
-
-
-def load_documents(content: bytes | str, *, file: str) -> list[Document]:
-    """Split a manifest into documents. JSON (content starting with ``{``) is read as one document;
-    anything else as (multi-document) YAML. Raises :class:`ManifestError` on the first syntax error."""
-    documents: list[Document] = []
-    for part in _load(content, file):
-        if isinstance(part, _Unreadable):
-            raise part.error
-        documents.append(part)
-    return documents
 
 
 def _check_type(doc: Document, kinds: tuple[str, ...]) -> str:

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
         claim_network,
         clean_stale_networks,
         host_links,
-        host_routes,
         nat_rules,
     )
     from kubelet_trio.containerd.supervisor import ManagedContainerd, RestartBackoff, cri_plugin_ready
@@ -46,7 +45,6 @@ _EXPORTS: dict[str, str] = {
     "claim_network": "kubelet_trio.containerd.network",
     "clean_stale_networks": "kubelet_trio.containerd.network",
     "host_links": "kubelet_trio.containerd.network",
-    "host_routes": "kubelet_trio.containerd.network",
     "nat_rules": "kubelet_trio.containerd.network",
     "ManagedContainerd": "kubelet_trio.containerd.supervisor",
     "RestartBackoff": "kubelet_trio.containerd.supervisor",
@@ -65,7 +63,6 @@ __all__ = [
     "cni_conflist",
     "cri_plugin_ready",
     "host_links",
-    "host_routes",
     "nat_rules",
     "open_managed_containerd",
     "render_config",

@@ -43,7 +43,6 @@ __all__ = [
     "claim_network",
     "clean_stale_networks",
     "host_links",
-    "host_routes",
     "kill_shims",
     "nat_rules",
 ]
@@ -180,14 +179,6 @@ def _ip_json(*args: str) -> list[dict[str, object]]:
 def host_links() -> list[str]:
     """Every link name (``ip link``)."""
     return sorted(str(link["ifname"]) for link in _ip_json("link", "show"))
-
-
-def host_routes() -> list[str]:
-    """Every IPv4 route in every table (``ip route show table all``), one line each."""
-    out = subprocess.run(
-        ["ip", "-4", "route", "show", "table", "all"], capture_output=True, text=True, check=True
-    )
-    return sorted(line.strip() for line in out.stdout.splitlines() if line.strip())
 
 
 def nat_rules() -> list[str]:

@@ -65,7 +65,6 @@ __all__ = [
     "DEADLINE_EXCEEDED_REASON",
     "POD_INITIALIZING",
     "active_deadline_exceeded",
-    "apply_active_deadline",
     "convert_container_statuses",
     "generate_api_pod_status",
     "should_container_be_restarted",
@@ -405,14 +404,6 @@ def _deadline_exceeded(pod: Pod, status: PodStatus, now: Timestamp) -> PodStatus
     return attrs.evolve(
         status, phase=FAILED, reason=DEADLINE_EXCEEDED_REASON, message=DEADLINE_EXCEEDED_MESSAGE
     )
-
-
-def apply_active_deadline(pod: Pod, status: PodStatus, now: Timestamp) -> PodStatus:
-    """``status`` turned Failed/``DeadlineExceeded`` if the active deadline passed (a terminal phase is
-    kept). :func:`generate_api_pod_status` already applies it, with conditions to match."""
-    if status.phase in TERMINAL_PHASES:
-        return status
-    return _deadline_exceeded(pod, status, now) or status
 
 
 def generate_api_pod_status(

@@ -17,11 +17,22 @@ from kubelet_trio.api import (
     Quantity,
     default_pod,
     gojson,
-    load_documents,
     parse_manifest,
     read_manifest_file,
     validate_pod,
 )
+from kubelet_trio.api.manifest import Document, _load, _Unreadable
+
+
+def load_documents(content: bytes, *, file: str) -> list[Document]:
+    """The manifest's documents as the reader splits them (JSON as one document, else YAML ones)."""
+    documents: list[Document] = []
+    for part in _load(content, file):
+        if isinstance(part, _Unreadable):
+            raise part.error
+        documents.append(part)
+    return documents
+
 
 VALID = [
     "api-server-pod.yaml",

@@ -22,7 +22,7 @@ import pytest
 import trio
 
 from kubelet_trio.containerd import ContainerdLayout, PodNetwork, write_registry_hosts
-from kubelet_trio.containerd.network import CLAIMS_DIR, bridge_name, host_links, host_routes
+from kubelet_trio.containerd.network import CLAIMS_DIR, bridge_name, host_links
 from kubelet_trio.testing import images as test_images
 from kubelet_trio.testing.containerd import PrivateContainerd
 from kubelet_trio.testing.env import missing_prerequisites, remove_all_pods
@@ -32,6 +32,14 @@ from tests.runonce.pods import WEB, write_manifest
 pytestmark = pytest.mark.containerd
 
 NODE = "managed-1"
+
+
+def host_routes() -> list[str]:
+    """Every IPv4 route in every table (``ip route show table all``), one line each."""
+    out = subprocess.run(
+        ["ip", "-4", "route", "show", "table", "all"], capture_output=True, text=True, check=True
+    )
+    return sorted(line.strip() for line in out.stdout.splitlines() if line.strip())
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from kubelet_trio.prober.probe.health import (
     HealthCheckRequest,
     HealthCheckResponse,
 )
-from kubelet_trio.prober.probe.http import HttpProbe, http_probe, request_for_action, resolve_container_port
+from kubelet_trio.prober.probe.http import HttpProbe, request_for_action, resolve_container_port
 from kubelet_trio.prober.probe.tcp import tcp_probe
 from tests.prober.servers import closed_port, http_server, tcp_listener
 
@@ -64,7 +64,7 @@ async def test_http_headers_user_agent_and_host() -> None:
                 Container(name="app"),
                 "127.0.0.1",
             )
-            assert (await http_probe(request))[0] is Result.SUCCESS
+            assert (await HttpProbe(request).run())[0] is Result.SUCCESS
             (_, headers) = server.requests[0]
             assert headers["user-agent"] == "kube-probe/1.36"
             assert headers["accept"] == "*/*"

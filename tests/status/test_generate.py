@@ -28,7 +28,6 @@ from kubelet_trio.container.types import SandboxStatus
 from kubelet_trio.status import (
     DEADLINE_EXCEEDED_MESSAGE,
     active_deadline_exceeded,
-    apply_active_deadline,
     compute_pod_qos,
     generate_api_pod_status,
     get_phase,
@@ -958,16 +957,6 @@ def test_active_deadline_exceeded() -> None:
     assert not active_deadline_exceeded(pod, PodStatus(phase="Pending"), NOW)  # no start time
     assert not active_deadline_exceeded(make_pod(ctr("app")), started, NOW)  # no deadline
     assert active_deadline_exceeded(attrs.evolve(pod, status=started), None, NOW)  # pod.status fallback
-
-    failed = apply_active_deadline(pod, started, NOW)
-    assert (failed.phase, failed.reason, failed.message) == (
-        "Failed",
-        "DeadlineExceeded",
-        DEADLINE_EXCEEDED_MESSAGE,
-    )
-    assert apply_active_deadline(pod, started, T0) is started
-    done = attrs.evolve(started, phase="Succeeded")
-    assert apply_active_deadline(pod, done, NOW) is done
 
 
 # --- IPs, start time, QoS --------------------------------------------------------------------------

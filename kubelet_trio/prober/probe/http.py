@@ -40,7 +40,6 @@ __all__ = [
     "HttpProbe",
     "HttpRequest",
     "http_get",
-    "http_probe",
     "http_timeout_output",
     "insecure_tls_context",
     "request_for_action",
@@ -175,11 +174,6 @@ class HttpProbe:
         if self._reading:
             raise ProbeError(BODY_TIMEOUT)
         return Result.FAILURE, http_timeout_output(self._get.current if self._get else self.request[0])
-
-
-async def http_probe(request: HttpRequest) -> tuple[Result, str]:
-    """``DoHTTPProbe`` with no deadline of its own (the prober's is in :class:`HttpProbe`)."""
-    return await HttpProbe(request).run()
 
 
 async def http_get(url: str, headers: list[tuple[str, str]], *, connect: Connect | None = None) -> int:

@@ -30,7 +30,6 @@ __all__ = [
     "approve_csr",
     "check_csr_create",
     "csr_request",
-    "issued_certificate",
 ]
 
 CSR_RESOURCE = "certificatesigningrequests"
@@ -213,11 +212,6 @@ class CsrSigner:
             for name in self.pending():
                 self.sign(name)
             await self.store.changed.wait_transition()
-
-
-def issued_certificate(csr: Obj) -> x509.Certificate | None:
-    data = (csr.get("status") or {}).get("certificate")
-    return x509.load_pem_x509_certificate(base64.b64decode(data)) if data else None
 
 
 def csr_request(csr: Obj) -> x509.CertificateSigningRequest:
