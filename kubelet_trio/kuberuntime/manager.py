@@ -790,6 +790,7 @@ class KubeRuntimeManager:
             desired.memory if desired is not None else None,
             memory_updates,
             actions.update_pod_resources and cgroups is not None,
+            killed=set(actions.containers_to_kill),
         )
 
         async def set_pod(limit: bool, resource: str) -> None:

@@ -19,7 +19,7 @@ fails the resize for this sync (retried at the next).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -207,8 +207,11 @@ async def validate_memory_resize(
     desired_pod_memory: int | None,
     updates: Sequence[ContainerToUpdate],
     update_pod_resources: bool,
+    killed: Collection[str] = (),
 ) -> None:
-    """Go ``validateMemoryResizeAction``: no memory limit may go below current usage."""
+    """Go ``validateMemoryResizeAction``: no memory limit may go below current usage. The containers of
+    ``killed`` (ids: stopped earlier in this sync, to be restarted with their new resources) use none: Go
+    reads the pod cgroup's usage after they are gone, and their stats can no longer be asked for."""
     if not updates and not update_pod_resources:
         return
     pod_decreasing = desired_pod_memory is not None and (
@@ -224,6 +227,8 @@ async def validate_memory_resize(
         return
     usage: dict[str, int | None] = {}
     for container in status.running_containers:
+        if container.id in killed:
+            continue
         if container.name not in usage:
             usage[container.name] = await memory_usage(runtime, container.id)
     errs: list[str] = []

@@ -946,8 +946,13 @@ class SimRuntime:
         return found
 
     async def container_stats(self, container_id: str) -> pb.ContainerStats:
+        """As containerd 1.6: a container whose task is gone has no metrics to report (an error, where
+        the list of all containers' stats just has none for it)."""
         container = _get(self._containers, container_id, "ContainerStats", "failed to find container")
-        return self._stats(container, self._now())
+        now = self._now()
+        if container.state(now) is pb.ContainerState.CONTAINER_EXITED:
+            raise errors.CriCallError("ContainerStats", "unexpected metrics response: []")
+        return self._stats(container, now)
 
     async def list_container_stats(
         self, filter: pb.ContainerStatsFilter | None = None
