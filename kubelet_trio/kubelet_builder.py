@@ -390,7 +390,8 @@ def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
         signals=signals,
         usage=StatsPodUsage(stats_provider),
         killer=calls,
-        active_pods=calls.active_pods,
+        # Go getAllocatedPods: pods are ranked by the requests they were admitted with, not a pending resize
+        active_pods=lambda: allocation_manager.allocated_pods(calls.active_pods()),
         wait_cleaned_up=pod_workers.wait_finished,
         pod_events=pod_events,
         node_events=node_events,

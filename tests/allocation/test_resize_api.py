@@ -170,6 +170,10 @@ async def test_a_resize_that_does_not_fit_is_deferred_until_room_frees_up(
         assert pending["observedGeneration"] == 2
         assert api_container(api, "grow", "app")["allocatedResources"] == {"cpu": "1"}
         assert node.sim.resource_updates == []
+        # eviction ranks pods by what they were admitted with (Go getAllocatedPods), not the pending resize
+        ranked = {p.name: p for p in node.kubelet._eviction_manager.active_pods()}
+        app = ranked["grow"].spec.containers[0]  # type: ignore[union-attr, index]
+        assert app.resources.requests["cpu"].milli_value() == 1000  # type: ignore[union-attr, index]
         (deferred,) = [e for e in api.events() if e["reason"] == "ResizeDeferred"]
         assert deferred["type"] == "Warning"
         assert deferred["message"] == (
