@@ -9,6 +9,7 @@ read or test apart, so the check reports each strongly connected component with 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import subprocess
 import sys
@@ -173,39 +174,16 @@ def fresh_import_graph(root: Path = PACKAGE) -> dict[str, dict[str, list[str]]]:
 
 
 def cycles(graph: Mapping[str, Mapping[str, list[str]]]) -> list[list[str]]:
-    """Strongly connected components with more than one node (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for target in graph.get(node, {}):
-            if target not in index:
-                visit(target)
-                low[node] = min(low[node], low[target])
-            elif target in on_stack:
-                low[node] = min(low[node], index[target])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    nodes = set(graph) | {t for targets in graph.values() for t in targets}
-    for node in sorted(nodes):
-        if node not in index:
-            visit(node)
-    return found
+    """Strongly connected components with more than one node (``scripts/import_graph.py``'s Tarjan)."""
+    spec = importlib.util.spec_from_file_location(
+        "import_graph", PACKAGE.parent / "scripts" / "import_graph.py"
+    )
+    assert spec is not None and spec.loader is not None
+    script = sys.modules.get(spec.name) or importlib.util.module_from_spec(spec)
+    if spec.name not in sys.modules:
+        sys.modules[spec.name] = script  # its dataclasses look their module up there
+        spec.loader.exec_module(script)
+    return [c for c in script.strongly_connected(graph) if len(c) > 1]
 
 
 def _describe(graph: Mapping[str, Mapping[str, list[str]]], component: list[str]) -> str:
