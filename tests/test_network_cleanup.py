@@ -25,10 +25,10 @@ from kubelet_trio.containerd.network import (
     bridge_name,
     claim_network,
     clean_stale_networks,
-    host_routes,
     nat_rules,
 )
 from kubelet_trio.testing.env import missing_prerequisites
+from tests.host_network import host_routes
 
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0 or subprocess.run(["ip", "-V"], capture_output=True).returncode != 0,

@@ -27,19 +27,12 @@ from kubelet_trio.testing import images as test_images
 from kubelet_trio.testing.containerd import PrivateContainerd
 from kubelet_trio.testing.env import missing_prerequisites, remove_all_pods
 from kubelet_trio.testing.registry import LocalRegistry, free_port
+from tests.host_network import host_routes
 from tests.runonce.pods import WEB, write_manifest
 
 pytestmark = pytest.mark.containerd
 
 NODE = "managed-1"
-
-
-def host_routes() -> list[str]:
-    """Every IPv4 route in every table (``ip route show table all``), one line each."""
-    out = subprocess.run(
-        ["ip", "-4", "route", "show", "table", "all"], capture_output=True, text=True, check=True
-    )
-    return sorted(line.strip() for line in out.stdout.splitlines() if line.strip())
 
 
 @pytest.fixture(scope="module")
