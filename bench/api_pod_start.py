@@ -35,7 +35,7 @@ Go kubelet. Prints JSON.
   ``py-spy record --format raw`` (collapsed stacks in FILE, a summary in the JSON).
 
 Usage: python bench/api_pod_start.py [--runs 3] [--sizes 10,30] [--steady-seconds 60] [--skip-go]
-       [--api {auto,envtest,fake}] [--profile /tmp/profile.txt]
+       [--api {auto,envtest,fake}] [--profile /tmp/profile.txt] [--background-load N]
 Needs root, containerd, runc and busybox (as the containerd test tier does).
 """
 
@@ -49,11 +49,12 @@ import platform
 import re
 import secrets
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -390,6 +391,21 @@ class Subject:
     run: Callable[[int], dict[str, float]]
 
 
+@contextmanager
+def busy_processes(count: int) -> Iterator[None]:
+    """``count`` processes spinning on a core each (a busy machine), ended when the block exits."""
+    spinners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+        for _ in range(count)
+    ]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -414,6 +430,13 @@ def main() -> int:
         help="one more argument for kubelet-trio (repeatable), e.g. --trio-arg=--v=4 with --log-dir",
     )
     parser.add_argument("--profile", type=Path, default=None, help="py-spy raw output of an extra run")
+    parser.add_argument(
+        "--background-load",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N busy processes (a core each) beside every timed run, the same for every subject",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     if args.log_dir is not None:
@@ -434,6 +457,7 @@ def main() -> int:
             "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
         },
         "runs_per_size": args.runs,
+        "background_load": args.background_load,
         "order": ORDER,
         "pod": "busybox, sh trap TERM + sleep, exec readiness probe `cat /etc/hostname` every 1 s, grace 5 s",
     }
@@ -481,6 +505,8 @@ def main() -> int:
                 subjects.append(Subject("go_kubelet", go_run))
             except RuntimeError as err:
                 out["go_kubelet"] = {"error": str(err)}
+        if args.background_load:  # started once every kubelet is up, so that the runs alone see it
+            stack.enter_context(busy_processes(args.background_load))
         for n in sizes:
             runs: dict[str, list[dict[str, float]]] = {subject.key: [] for subject in subjects}
             for _ in range(args.runs):  # one run of each per round: what drifts over the rounds hits all
