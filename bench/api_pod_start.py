@@ -193,7 +193,7 @@ _METHOD = re.compile(r'method="(\w+)"')
 def kubelet_work(port: int) -> dict[str, float]:
     """What the kubelet has asked so far, from its ``/metrics``: CRI calls per operation (``cri_<op>``,
     and ``cri_calls`` in all) and API requests per method (``api_<METHOD>``, and ``api_requests``)."""
-    text = httpx.get(f"https://127.0.0.1:{port}/metrics", verify=False, timeout=10).raise_for_status().text
+    text = httpx.get(f"https://127.0.0.1:{port}/metrics", verify=False, timeout=120).raise_for_status().text
     work: collections.defaultdict[str, float] = collections.defaultdict(float)
     for operation, value in _RUNTIME_OPERATIONS.findall(text):
         work[f"cri_{operation}"] += float(value)
