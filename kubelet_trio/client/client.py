@@ -32,7 +32,7 @@ import random
 import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import SplitResult, urlencode, urlsplit
 
 import attrs
 import trio
@@ -481,7 +481,7 @@ async def open_api_client(
     token = _Token(static=config.token, file=config.token_file) if config else _Token()
     tls_server_name = config.tls_server_name if config else None
     url = urlsplit(base_url)
-    wire = _wire(base_url, verify, tls_server_name, max_request_connections, connect)
+    wire = _wire(url, verify, tls_server_name, max_request_connections, connect)
     try:
         yield ApiClient(
             wire,
@@ -499,7 +499,7 @@ async def open_api_client(
 
 
 def _wire(
-    base_url: str,
+    url: SplitResult,
     verify: ssl.SSLContext | bool,
     server_name: str | None,
     max_connections: int | None,
@@ -507,9 +507,8 @@ def _wire(
 ) -> Http1Pool:
     from kubelet_trio.client.http1 import Http1Pool
 
-    url = urlsplit(base_url)
     if url.scheme not in ("http", "https") or not url.hostname:
-        raise ValueError(f"API server URL {base_url!r}: expected http(s)://host[:port]")
+        raise ValueError(f"API server URL {url.geturl()!r}: expected http(s)://host[:port]")
     context: ssl.SSLContext | None = None
     if url.scheme == "https":
         context = verify if isinstance(verify, ssl.SSLContext) else ssl.create_default_context()

@@ -28,10 +28,6 @@ class Seen:
     headers: dict[str, str]
     body: bytes
 
-    @property
-    def target(self) -> str:
-        return self.path + ("?" + "&".join(f"{k}={v}" for k, v in self.query.items()) if self.query else "")
-
 
 @attrs.frozen
 class Reply:
