@@ -15,12 +15,28 @@ import trio
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.logs import kv
 
-__all__ = ["RELOAD_PERIOD", "reload_certificate_files"]
+__all__ = ["RELOAD_PERIOD", "load_pair", "reload_certificate_files"]
 
 logger = logging.getLogger(__name__)
 
 #: How often the files are checked for a new pair (by inode, modification time and size).
 RELOAD_PERIOD = 5.0
+
+
+def load_pair(context: ssl.SSLContext, cert_file: str, key_file: str) -> None:
+    """Load a serving pair into ``context``. OpenSSL opens the file once for the certificate and again for
+    the key; one file holding both (the certificate store's ``-current.pem``) is opened once here and both
+    are read through that descriptor, so a rotation replacing the file between the two reads cannot pair
+    one issue's certificate with the next one's key (OpenSSL: KEY_VALUES_MISMATCH)."""
+    if cert_file != key_file:
+        context.load_cert_chain(cert_file, key_file)
+        return
+    fd = os.open(cert_file, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        held = f"/proc/self/fd/{fd}"  # the inode opened above, whatever the path names meanwhile
+        context.load_cert_chain(held, held)
+    finally:
+        os.close(fd)
 
 
 def _signature(cert_file: str, key_file: str) -> tuple[tuple[int, int, int], ...]:
@@ -55,7 +71,7 @@ async def reload_certificate_files(
         if now == seen:
             continue
         try:
-            await run_sync(context.load_cert_chain, cert_file, key_file)
+            await run_sync(load_pair, context, cert_file, key_file)
         except (ssl.SSLError, OSError) as err:
             logger.error("new serving certificate does not load; keeping the old", extra=kv(error=err))
             continue

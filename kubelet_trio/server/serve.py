@@ -121,6 +121,7 @@ def kubelet_api_ssl_context(
     ``cipher_suites`` (Go's names, ``tlsCipherSuites``; (): OpenSSL's defaults). TLS 1.3 suites are not
     configurable, as in Go: naming only TLS 1.3 suites leaves TLS 1.2 without any, so TLS 1.3 is the
     floor. Blocking file I/O: call through ``run_sync``."""
+    from kubelet_trio.certificate.reload import load_pair
     from kubelet_trio.cliflag import tls_cipher_suites, tls_version
 
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -141,7 +142,7 @@ def kubelet_api_ssl_context(
         else:
             context.minimum_version = max(context.minimum_version, ssl.TLSVersion.TLSv1_3)
     context.set_alpn_protocols(["http/1.1"])
-    context.load_cert_chain(cert_file, key_file)
+    load_pair(context, cert_file, key_file)
     if client_ca_file:
         context.load_verify_locations(client_ca_file)
         context.verify_mode = ssl.CERT_OPTIONAL  # a certificate is verified when sent, tokens otherwise

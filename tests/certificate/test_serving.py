@@ -115,3 +115,29 @@ def test_a_second_pair_in_the_same_second_never_rewrites_the_file_a_reader_has_o
         "kubelet-server-current.pem",
     ]
     assert (tmp_path / "kubelet-server-2026-01-02-03-04-05.pem").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_pair_is_read_from_one_issue_while_the_store_rotates(tmp_path: Path) -> None:
+    """The certificate and the key of ``-current.pem`` are read from the file opened when loading began: a
+    rotation in the same second (the dated file replaced) between OpenSSL's two reads would otherwise pair
+    one issue's certificate with the next one's key (KEY_VALUES_MISMATCH) and stop the node's start."""
+    from kubelet_trio.certificate.reload import load_pair
+
+    store = FileStore("kubelet-server", tmp_path)
+    template = CertificateTemplate(NODE, (), ("127.0.0.1",))
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    store.update(*placeholder_pair(template, now), now=now)
+
+    class RotatingBetweenReads:
+        """Reads the certificate and the key as OpenSSL does, one open each, with a rotation between."""
+
+        def load_cert_chain(self, cert_file: str, key_file: str) -> None:
+            cert = Path(cert_file).read_bytes()
+            store.update(*placeholder_pair(template, now), now=now)
+            key = Path(key_file).read_bytes()
+            end = b"-----END CERTIFICATE-----\n"
+            joined = tmp_path / "as-read.pem"
+            joined.write_bytes(cert[: cert.rindex(end) + len(end)] + key[key.rindex(end) + len(end) :])
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(str(joined))
+
+    load_pair(RotatingBetweenReads(), str(store.current_path), str(store.current_path))  # type: ignore[arg-type]
