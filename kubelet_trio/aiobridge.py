@@ -105,6 +105,10 @@ class AsyncioThread:
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
 
+    def get(self) -> AsyncioThread:
+        """A running bridge is its own :class:`AsyncioThreadSource`."""
+        return self
+
     async def call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         """``await fn(*args, **kwargs)`` on the asyncio loop, from Trio.
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import gzip
 import logging
 import os
 import shutil
@@ -102,6 +101,8 @@ def _sizes(paths: list[str]) -> list[int | OSError | None]:
 
 def _compress(log: str) -> None:
     """``log`` → ``log.gz`` through ``log.gz.tmp`` (a crash leaves a ``.tmp`` that the next round removes)."""
+    import gzip  # loaded by the first rotation
+
     tmp = log + COMPRESS_SUFFIX + TMP_SUFFIX
     try:
         with open(log, "rb") as src:

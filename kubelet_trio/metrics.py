@@ -15,8 +15,8 @@ Durations are measured on Trio's clock, so they are exact under ``MockClock``.
 - ``kubelet_runtime_operations_total`` / ``_duration_seconds`` / ``_errors_total{operation_type}``:
   fed by :class:`~kubelet_trio.cri.instrumented.InstrumentedRuntime`.
 - ``kubelet_node_name{node}`` (always 1: dashboards count kubelets with ``sum(kubelet_node_name)``),
-  ``process_*`` (prometheus-client's process collector on this registry: several nodes in one process
-  each report the same process) and client-go's ``rest_client_requests_total{code,method,host}`` /
+  ``process_*`` (:class:`~kubelet_trio.promtext.ProcessCollector` on this registry: several nodes in one
+  process each report the same process) and client-go's ``rest_client_requests_total{code,method,host}`` /
   ``rest_client_request_duration_seconds{verb,host}``, fed by the API client
   (:class:`~kubelet_trio.client.metrics.RequestMetrics`).
 - ``kubelet_node_config_error`` (always 0: this kubelet has no dynamic config to fail) and
@@ -44,12 +44,8 @@ cgroups are the runtime's) and ``storage_operation_errors_total`` (gone from the
 failure is ``status="fail-unknown"`` on the duration).
 
 A node whose servers do not serve ``/metrics`` (``--port 0 --read-only-port 0``) builds
-``KubeletMetrics(enabled=False)``: every hook does nothing and prometheus-client is never imported.
-
-Exposition leaves out prometheus-client's ``*_created`` series, which the Go kubelet (client_golang's
-0.0.4 text format) never sends. They are dropped per registry at render time rather than with
-``prometheus_client.disable_created_metrics()``, which would change every registry of an embedding
-process.
+``KubeletMetrics(enabled=False)``: every hook does nothing and :mod:`kubelet_trio.promtext` (the metric
+types and the text format, as client_golang writes it) is never imported.
 """
 
 from __future__ import annotations
@@ -67,21 +63,19 @@ from kubelet_trio.config.types import CONFIG_FIRST_SEEN_ANNOTATION
 from kubelet_trio.container.types import ContainerState
 
 if TYPE_CHECKING:
-    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
-    from prometheus_client.metrics_core import Metric
-
     from kubelet_trio.api import Pod
     from kubelet_trio.container.cache import PodCache
     from kubelet_trio.pod_workers import WorkType
     from kubelet_trio.prober.results import ProbeKind, ProbeResult
+    from kubelet_trio.promtext import CollectorRegistry, Counter, Gauge, Histogram, Metric, ProcessCollector
     from kubelet_trio.status.manager import StatusManager
 
 __all__ = ["CONTENT_TYPE", "CertificateSource", "KubeletMetrics", "render_registry"]
 
 logger = logging.getLogger(__name__)
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # prometheus_client's CONTENT_TYPE_PLAIN_0_0_4
-DEF_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+DEF_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)  # client_golang's DefBuckets
 POD_START_BUCKETS = (
     0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800,
     2700, 3600,
@@ -92,14 +86,10 @@ REST_CLIENT_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 3
 #: Go's ``probeType.String()`` and ``probeResult*`` label values.
 PROBE_TYPES = {"liveness": "Liveness", "readiness": "Readiness", "startup": "Startup"}
 PROBE_RESULTS = {"Success": "successful", "Failure": "failed", "Unknown": "unknown"}
-_CREATED_TYPES = frozenset({"counter", "histogram", "summary", "gaugehistogram"})
 STORAGE_OPERATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 25, 50, 120, 300, 600)
-#: Go counters whose names do not end in ``_total`` (prometheus-client would add it to TYPE and HELP).
-_UNSUFFIXED_COUNTERS = (
-    "kubelet_evictions",
-    "kubelet_certificate_manager_client_expiration_renew_errors",
-    "kubelet_server_expiration_renew_errors",
-)
+#: prometheus-client's default buckets, which this series has always had here (Go's: DefBuckets, and
+#: ExponentialBucketsRange(0.01, 10, 10) since 1.31)
+CGROUP_MANAGER_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 
 
 class CertificateSource(Protocol):
@@ -141,7 +131,7 @@ def _volume_stats(stats: list[ClaimVolumeStats]) -> Iterator[Metric]:
     """One series per claim (the first volume of a claim counts, as Go's collector de-duplicates)."""
     if not stats:
         return
-    from prometheus_client.core import GaugeMetricFamily
+    from kubelet_trio.promtext import GaugeMetricFamily
 
     seen: dict[tuple[str, str], ClaimVolumeStats] = {}
     for entry in stats:
@@ -155,43 +145,11 @@ def _volume_stats(stats: list[ClaimVolumeStats]) -> Iterator[Metric]:
         yield family
 
 
-@attrs.frozen
-class _WithoutCreated:
-    """A registry's families minus prometheus-client's ``<name>_created`` samples."""
-
-    registry: CollectorRegistry
-
-    def collect(self) -> Iterator[Metric]:
-        from prometheus_client.metrics_core import Metric
-
-        for family in self.registry.collect():
-            if family.type not in _CREATED_TYPES:
-                yield family
-                continue
-            created = family.name + "_created"
-            trimmed = Metric(family.name, family.documentation, family.type, family.unit)
-            trimmed.samples = [s for s in family.samples if s.name != created]
-            yield trimmed
-
-
 def render_registry(registry: CollectorRegistry) -> bytes:
-    """The text exposition format 0.0.4 of ``registry``, without ``*_created`` series."""
-    from prometheus_client.exposition import generate_latest
+    """The text exposition format 0.0.4 of ``registry``."""
+    from kubelet_trio.promtext import generate_latest
 
-    text = generate_latest(_WithoutCreated(registry))
-    for name in _UNSUFFIXED_COUNTERS:
-        for line in (b"# HELP ", b"# TYPE "):
-            text = text.replace(line + name.encode() + b"_total ", line + name.encode() + b" ")
-    return text
-
-
-def _unsuffixed_counter(name: str, documentation: str) -> Metric:
-    """A Go counter named without ``_total`` (see :data:`_UNSUFFIXED_COUNTERS`); add samples named
-    ``name``."""
-    from prometheus_client.metrics_core import Metric
-
-    assert name in _UNSUFFIXED_COUNTERS
-    return Metric(name, documentation, "counter")
+    return generate_latest(registry)
 
 
 def _count_tasks(task: trio.lowlevel.Task) -> int:
@@ -209,14 +167,16 @@ class _NodeCollector:
     server_certificate: CertificateSource | None = None
 
     def collect(self) -> Iterator[Metric]:
-        from prometheus_client.core import GaugeMetricFamily
+        from kubelet_trio.promtext import CounterMetricFamily, GaugeMetricFamily
 
-        if self.evictions:
-            evictions = _unsuffixed_counter(
-                "kubelet_evictions", "Cumulative number of pod evictions by eviction signal"
+        if self.evictions:  # Go's name has no _total
+            evictions = CounterMetricFamily(
+                "kubelet_evictions",
+                "Cumulative number of pod evictions by eviction signal",
+                labels=["eviction_signal"],
             )
             for signal, count in sorted(self.evictions.items()):
-                evictions.add_sample("kubelet_evictions", {"eviction_signal": signal}, count)
+                evictions.add_metric([signal], count)
             yield evictions
         counts = self.volumes() if self.volumes is not None else {}
         if counts:
@@ -243,9 +203,7 @@ class _NodeCollector:
                 "when there is none).",
                 ttl,
             )
-            family = _unsuffixed_counter(errors, "Counter of certificate renewal errors.")
-            family.add_sample(errors, {}, source.renew_errors)
-            yield family
+            yield CounterMetricFamily(errors, "Counter of certificate renewal errors.", source.renew_errors)
         try:
             root = trio.lowlevel.current_root_task()
         except RuntimeError:  # rendered outside Trio
@@ -277,10 +235,10 @@ class _BoundaryErrorsCollector:
     def collect(self) -> Iterator[Metric]:
         if not self.errors.counts:
             return  # as a Go vector with no children: no HELP/TYPE either
-        from prometheus_client.core import CounterMetricFamily
+        from kubelet_trio.promtext import CounterMetricFamily
 
         family = CounterMetricFamily(
-            "kubelet_trio_boundary_errors",
+            "kubelet_trio_boundary_errors_total",
             "Failures contained at a boundary where outside input arrives (the peer was closed).",
             labels=["boundary"],
         )
@@ -330,14 +288,13 @@ class KubeletMetrics:
     prober_probe_duration: Histogram = attrs.field(init=False)
     _started_pods: set[str] = attrs.Factory(set)
     _first_seen: dict[str, float] = attrs.Factory(dict)
-    _children: dict[tuple[int, tuple[str, ...]], Any] = attrs.Factory(dict)
 
     def __attrs_post_init__(self) -> None:
         if not self.enabled:
             return
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+        from kubelet_trio.promtext import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
-        self.registry = r = CollectorRegistry(auto_describe=True)
+        self.registry = r = CollectorRegistry()
         self.running_pods = Gauge(
             "kubelet_running_pods", "Number of pods that have a running pod sandbox", registry=r
         )
@@ -374,7 +331,7 @@ class KubeletMetrics:
             registry=r,
         )
         self.runtime_operations = Counter(
-            "kubelet_runtime_operations",
+            "kubelet_runtime_operations_total",
             "Cumulative number of runtime operations by operation type.",
             ["operation_type"],
             registry=r,
@@ -387,7 +344,7 @@ class KubeletMetrics:
             registry=r,
         )
         self.runtime_operations_errors = Counter(
-            "kubelet_runtime_operations_errors",
+            "kubelet_runtime_operations_errors_total",
             "Cumulative number of runtime operation errors by operation type.",
             ["operation_type"],
             registry=r,
@@ -408,17 +365,18 @@ class KubeletMetrics:
             buckets=STORAGE_OPERATION_BUCKETS,
             registry=r,
         )
-        self.cgroup_manager_duration = Histogram(  # prometheus_client's default buckets are Go's DefBuckets
+        self.cgroup_manager_duration = Histogram(
             "kubelet_cgroup_manager_duration_seconds",
             "Duration in seconds for cgroup manager operations. Broken down by method.",
             ["operation_type"],
+            buckets=CGROUP_MANAGER_BUCKETS,
             registry=r,
         )
-        ProcessCollector(registry=r)
+        r.register(ProcessCollector())
         r.register(_BoundaryErrorsCollector(self.boundary_errors))
         r.register(self._node)
         self.rest_client_requests = Counter(
-            "rest_client_requests",
+            "rest_client_requests_total",
             "Number of HTTP requests, partitioned by status code, method, and host.",
             ["code", "method", "host"],
             registry=r,
@@ -430,10 +388,10 @@ class KubeletMetrics:
             buckets=REST_CLIENT_BUCKETS,
             registry=r,
         )
-        self.probes_registry = p = CollectorRegistry(auto_describe=True)
-        p.register(_ProcessStartTime(ProcessCollector(registry=None)))
+        self.probes_registry = p = CollectorRegistry()
+        p.register(_ProcessStartTime(ProcessCollector()))
         self.prober_probes = Counter(
-            "prober_probe",
+            "prober_probe_total",
             "Cumulative number of a liveness, readiness or startup probe for a container by result.",
             ["probe_type", "result", "container", "pod", "namespace", "pod_uid"],
             registry=p,
@@ -478,16 +436,6 @@ class KubeletMetrics:
         if server is not None:
             self._node.server_certificate = server
 
-    def _labelled(self, metric: Counter | Histogram, *values: str) -> Any:
-        """``metric.labels(*values)``, remembered: ``labels`` validates and locks on every call, and these
-        metrics are observed per CRI call, API request, pod sync and probe. A series that is removed
-        (:meth:`forget_probe`) must be forgotten here too."""
-        key = (id(metric), values)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*values)
-        return child
-
     def observe_storage_operation(self, plugin: str, operation: str, success: bool, seconds: float) -> None:
         """One volume operation (:class:`~kubelet_trio.volumemanager.VolumeManager`'s hook)."""
         if not self.enabled:
@@ -499,12 +447,12 @@ class KubeletMetrics:
         """An API request attempt's answer (:class:`~kubelet_trio.client.metrics.RequestMetrics`)."""
         if not self.enabled:
             return
-        self._labelled(self.rest_client_requests, code, method, host).inc()
+        self.rest_client_requests.labels(code, method, host).inc()
 
     def request_latency(self, verb: str, host: str, seconds: float) -> None:
         if not self.enabled:
             return
-        self._labelled(self.rest_client_request_duration, verb, host).observe(seconds)
+        self.rest_client_request_duration.labels(verb, host).observe(seconds)
 
     def observe_probe(
         self, kind: ProbeKind, result: ProbeResult, pod: Pod, container: str, seconds: float
@@ -515,13 +463,11 @@ class KubeletMetrics:
             return
         probe_type = PROBE_TYPES[kind.value]
         name, namespace = pod.name, pod.namespace
-        self._labelled(
-            self.prober_probes, probe_type, PROBE_RESULTS[result.value], container, name, namespace, pod.uid
+        self.prober_probes.labels(
+            probe_type, PROBE_RESULTS[result.value], container, name, namespace, pod.uid
         ).inc()
         if result.value != "Failure":
-            self._labelled(self.prober_probe_duration, probe_type, container, name, namespace).observe(
-                seconds
-            )
+            self.prober_probe_duration.labels(probe_type, container, name, namespace).observe(seconds)
 
     def forget_probe(self, kind: ProbeKind, pod: Pod, container: str) -> None:
         """A probe worker ended: its series go (Go deletes them, so gone pods leave no series)."""
@@ -529,12 +475,8 @@ class KubeletMetrics:
             return
         probe_type = PROBE_TYPES[kind.value]
         for result in PROBE_RESULTS.values():
-            values = (probe_type, result, container, pod.name, pod.namespace, pod.uid)
-            self.prober_probes.remove(*values)
-            self._children.pop((id(self.prober_probes), values), None)
-        duration = (probe_type, container, pod.name, pod.namespace)
-        self.prober_probe_duration.remove(*duration)
-        self._children.pop((id(self.prober_probe_duration), duration), None)
+            self.prober_probes.remove(probe_type, result, container, pod.name, pod.namespace, pod.uid)
+        self.prober_probe_duration.remove(probe_type, container, pod.name, pod.namespace)
 
     def observe_relist(self, duration: float, interval: float | None) -> None:
         """``GenericPLEG.on_relist``."""
@@ -548,19 +490,19 @@ class KubeletMetrics:
         """``PodWorkers.on_sync_duration``."""
         if not self.enabled:
             return
-        self._labelled(self.pod_worker_duration, work_type.value).observe(duration)
+        self.pod_worker_duration.labels(work_type.value).observe(duration)
 
     def observe_runtime_operation(self, operation: str, duration: float, error: bool) -> None:
         if not self.enabled:
             return
-        self._labelled(self.runtime_operations, operation).inc()
-        self._labelled(self.runtime_operations_duration, operation).observe(duration)
+        self.runtime_operations.labels(operation).inc()
+        self.runtime_operations_duration.labels(operation).observe(duration)
         if error:
-            self._labelled(self.runtime_operations_errors, operation).inc()
+            self.runtime_operations_errors.labels(operation).inc()
 
     def observe_cgroup_operation(self, operation: str, duration: float) -> None:
         if self.enabled:
-            self._labelled(self.cgroup_manager_duration, operation).observe(duration)
+            self.cgroup_manager_duration.labels(operation).observe(duration)
 
     # -- computed at scrape time -------------------------------------------------------------------
 

@@ -40,8 +40,8 @@ sys.exit(cmd.main(sys.argv[1:]))
 """
 
 #: Outside packages and kubelet_trio modules that only some configurations need.
-TLS = ("cryptography", "kubelet_trio.certificate", "kubelet_trio.server.tls", "kubelet_trio.server.auth")
-METRICS = ("prometheus_client",)
+TLS = ("kubelet_trio.certificate", "kubelet_trio.server.tls", "kubelet_trio.server.auth")
+METRICS = ("kubelet_trio.promtext",)
 HTTP_SERVER = ("h11", "kubelet_trio.httpserver.http11", "kubelet_trio.server.serve")
 READ_ONLY = ("kubelet_trio.server.app", "kubelet_trio.stats.resource_metrics")
 API_MODE = (
@@ -53,12 +53,16 @@ API_MODE = (
 )
 #: The CRI client: only a CRI runtime needs it (these nodes run the simulated one).
 CRI_CLIENT = ("kubelet_trio.cri.remote", "kubelet_trio.cri.gen.runtime.v1.services")
-#: gRPC itself: the daemon always loads it, because Go always serves the device plugin Registration
-#: socket (the DevicePlugins feature gate is on by default) and so does the daemon; an embedded node
-#: without device plugins (their default) loads none of it.
+#: gRPC itself: the daemon listens on the device plugin Registration and pod resources sockets as Go
+#: does, but loads the gRPC stack (and starts its asyncio thread) only when a peer connects.
 GRPC = ("grpclib", "asyncio", "h2")
 DEVICE_PLUGINS = ("kubelet_trio.cm.devicemanager",)
 PYDANTIC = ("pydantic", "pydantic_core")  # betterproto2 imports it when installed; the bindings hide it
+#: Never loaded by a node: the self-signed serving pair is made by a child process (cryptography), the
+#: exposition format is written by kubelet_trio.promtext (prometheus_client), betterproto2's version is
+#: read without importlib.metadata (which loads email), and YAML is parsed only when a manifest or config
+#: file is YAML (no manifest here).
+NEVER = ("cryptography", "prometheus_client", "importlib.metadata", "email", "yaml")
 
 
 def run_node(tmp_path: Path, *flags: str) -> set[str]:
@@ -109,9 +113,20 @@ def fake_kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def test_every_server_off_loads_no_optional_stack(tmp_path: Path) -> None:
     names = run_node(tmp_path)
     assert "kubelet_trio.kubelet" in names and "kubelet_trio.sim.runtime" in names
-    for stack in (TLS, METRICS, HTTP_SERVER, READ_ONLY, API_MODE, CRI_CLIENT, PYDANTIC, ("httpx",)):
+    for stack in (
+        TLS,
+        METRICS,
+        HTTP_SERVER,
+        READ_ONLY,
+        API_MODE,
+        CRI_CLIENT,
+        PYDANTIC,
+        GRPC,
+        NEVER,
+        ("httpx",),
+    ):
         assert loaded(names, stack) == set()
-    assert loaded(names, (*GRPC, *DEVICE_PLUGINS)) == {*GRPC, *DEVICE_PLUGINS}  # the device plugin socket
+    assert loaded(names, DEVICE_PLUGINS) == set(DEVICE_PLUGINS)  # listening on the device plugin socket
 
 
 def test_healthz_alone_loads_the_http_server_only(tmp_path: Path) -> None:
@@ -130,6 +145,8 @@ def test_read_only_port_loads_metrics_and_its_handlers(tmp_path: Path) -> None:
 def test_kubelet_api_port_loads_tls_and_metrics(tmp_path: Path) -> None:
     names = run_node(tmp_path, "--port", str(free_port()))
     assert loaded(names, (*TLS, *METRICS, *HTTP_SERVER)) == {*TLS, *METRICS, *HTTP_SERVER}
+    assert loaded(names, (*GRPC, *NEVER)) == set()
+    assert (tmp_path / "root" / "pki" / "kubelet.key").exists()  # made by the child
 
 
 def test_kubeconfig_loads_the_api_client(tmp_path: Path, fake_kubeconfig: Path) -> None:

@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "cliflag",
         "flowcontrol",
         "netaddr",
+        "promtext",
     ),
     # model: API types, the runtime-neutral view of pods and containers
     ("api", "objects", "container", "securitycontext", "envvars"),

@@ -9,11 +9,14 @@ file, then the credential provider plugins.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from kubelet_trio.credentialprovider.keyring import UnionDockerKeyring
+from kubelet_trio.credentialprovider.keyring import DockerKeyring, UnionDockerKeyring
 from kubelet_trio.credentialprovider.nodeconfig import node_docker_keyring
-from kubelet_trio.credentialprovider.plugin import ExternalCredentialProviderKeyring, PluginProvider
 from kubelet_trio.fsio import RunSync, run_in_thread
+
+if TYPE_CHECKING:
+    from kubelet_trio.credentialprovider.plugin import PluginProvider
 
 __all__ = ["node_keyring"]
 
@@ -26,10 +29,11 @@ def node_keyring(
     home: str | None = None,
 ) -> UnionDockerKeyring:
     """The docker config found from ``root_dir`` (the kubelet's ``--root-dir``), then ``plugins`` (from
-    :func:`~kubelet_trio.credentialprovider.plugin.register_credential_provider_plugins`)."""
-    return UnionDockerKeyring(
-        (
-            node_docker_keyring(root_dir, run_sync=run_sync, home=home),
-            ExternalCredentialProviderKeyring(plugins),
-        )
-    )
+    :func:`~kubelet_trio.credentialprovider.plugin.register_credential_provider_plugins`). Without
+    plugins, the plugin machinery is not loaded."""
+    keyrings: list[DockerKeyring] = [node_docker_keyring(root_dir, run_sync=run_sync, home=home)]
+    if plugins:
+        from kubelet_trio.credentialprovider.plugin import ExternalCredentialProviderKeyring
+
+        keyrings.append(ExternalCredentialProviderKeyring(plugins))
+    return UnionDockerKeyring(tuple(keyrings))

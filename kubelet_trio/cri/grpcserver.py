@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -253,11 +254,13 @@ async def serve_contained(
     boundary_errors: BoundaryErrors | None = None,
     boundary: str = "grpc",
     max_receive_message_size: int = MAX_RECEIVE_MESSAGE_SIZE,
+    sock: socket.socket | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``handlers`` on the unix socket ``path`` until cancelled; ``started`` once it accepts. On
     exit the server stops, its peers' connections close and the socket is removed. Failures and refused
-    peers are counted under ``boundary``."""
+    peers are counted under ``boundary``. ``sock``: the socket already listening on ``path``, which the
+    server then owns (:func:`kubelet_trio.cri.grpclisten.serve_on_first_peer`)."""
     server = await bridge.run_sync(
         functools.partial(
             ContainedServer,
@@ -267,9 +270,12 @@ async def serve_contained(
             max_receive_message_size=max_receive_message_size,
         )
     )
-    await bridge.call(server.start, path=path)
-    try:
+    if sock is None:
+        await bridge.call(server.start, path=path)
         logger.info("Serving gRPC", extra=kv(service=what, socket=path))
+    else:
+        await bridge.call(server.start, sock=sock)
+    try:
         task_status.started()
         await trio.sleep_forever()
     finally:

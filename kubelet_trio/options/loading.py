@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import yaml
 
 from kubelet_trio.cliflag import GO_BOOL_VALUES, FlagError, FlagSpec, parse_flags
 from kubelet_trio.options import parsers
@@ -127,6 +126,8 @@ def read_config_file(
         text = Path(path).read_text()
     except OSError as err:
         raise OptionsError(f"cannot read {label} {path}: {err.strerror or err}") from None
+    import yaml  # only a node given a config file reads YAML here
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:

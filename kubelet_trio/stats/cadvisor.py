@@ -28,9 +28,6 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import attrs
-from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.metrics_core import Metric
 
 from kubelet_trio.cri import errors as cri_errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
@@ -44,6 +41,7 @@ from kubelet_trio.kuberuntime.labels import (
     node_selector,
 )
 from kubelet_trio.logs import kv
+from kubelet_trio.promtext import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, Metric
 from kubelet_trio.stats.cgroups import (
     CgroupUsage,
     InterfaceCounters,
@@ -482,7 +480,9 @@ _SIMPLE: tuple[_Simple, ...] = (
      _cg("memory_mapped_file")),
     ("container_memory_max_usage_bytes", "gauge", "Maximum memory usage recorded in bytes",
      _cg("memory_max_usage")),
-    ("container_memory_failcnt", "counter", "Number of memory usage hits limits", _cg("memory_failcnt")),
+    # cAdvisor's is container_memory_failcnt; _total is prometheus-client's, which this output always had
+    ("container_memory_failcnt_total", "counter", "Number of memory usage hits limits",
+     _cg("memory_failcnt")),
     ("container_spec_cpu_shares", "gauge", "CPU share of the container.", _cg("cpu_shares")),
     ("container_spec_cpu_period", "gauge", "CPU period of the container.",
      _throttling("cpu_period_us")),
@@ -568,6 +568,6 @@ def _containers(entries: Sequence[CadvisorEntry]) -> Iterator[Metric]:
 
 def cadvisor_registry(snapshot: CadvisorSnapshot) -> CollectorRegistry:
     """A registry answering with ``snapshot``."""
-    registry = CollectorRegistry(auto_describe=False)
+    registry = CollectorRegistry()
     registry.register(_CadvisorCollector(snapshot))
     return registry

@@ -12,10 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import attrs
-from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.metrics_core import Metric
 
+from kubelet_trio.promtext import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, Metric
 from kubelet_trio.stats.types import Summary
 
 __all__ = ["resource_metrics_registry"]
@@ -112,6 +110,6 @@ class _ResourceCollector:
 
 def resource_metrics_registry(summary: Summary | None) -> CollectorRegistry:
     """A registry answering with ``summary`` (None: the summary could not be read)."""
-    registry = CollectorRegistry(auto_describe=False)
+    registry = CollectorRegistry()
     registry.register(_ResourceCollector(summary))
     return registry

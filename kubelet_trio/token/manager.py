@@ -18,14 +18,17 @@ import datetime as dt
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
-from kubelet_trio.client import ApiClient, ApiClientError
+from kubelet_trio.client.errors import ApiClientError
 from kubelet_trio.clock import WallClock
 from kubelet_trio.logs import kref, kv
+
+if TYPE_CHECKING:  # a standalone node has no client: the client stack stays unloaded
+    from kubelet_trio.client import ApiClient
 
 __all__ = [
     "GC_PERIOD",

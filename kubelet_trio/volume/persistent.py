@@ -12,7 +12,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -20,7 +20,7 @@ import trio_util
 
 from kubelet_trio import defaults
 from kubelet_trio.api import Pod, Volume
-from kubelet_trio.client import ApiClient, NotFound
+from kubelet_trio.client.errors import NotFound
 from kubelet_trio.logs import kv
 from kubelet_trio.volume.csi.client import CsiError
 from kubelet_trio.volume.csi.plugin import (
@@ -35,6 +35,9 @@ from kubelet_trio.volume.csi.plugin import (
     attachment_name,
     ephemeral_volume_handle,
 )
+
+if TYPE_CHECKING:  # a standalone node has no client: the client stack stays unloaded
+    from kubelet_trio.client import ApiClient
 
 __all__ = ["EXTERNAL_SOURCES", "ClaimUsage", "ExternalMount", "ExternalVolumes"]
 

@@ -21,14 +21,14 @@ from kubelet_trio.api import (
     read_manifest_file,
     validate_pod,
 )
-from kubelet_trio.api.manifest import Document, _load, _Unreadable
+from kubelet_trio.api.manifest import Document, Unreadable, _load
 
 
 def load_documents(content: bytes, *, file: str) -> list[Document]:
     """The manifest's documents as the reader splits them (JSON as one document, else YAML ones)."""
     documents: list[Document] = []
     for part in _load(content, file):
-        if isinstance(part, _Unreadable):
+        if isinstance(part, Unreadable):
             raise part.error
         documents.append(part)
     return documents

@@ -1,7 +1,8 @@
 """The ``v1.PodResourcesLister`` service (Go: ``server_v1.go``, served by ``ListenAndServePodResources``).
 
 :class:`PodResourcesServer` builds the answers in Trio, from the kubelet's pods and the device manager;
-:func:`serve_pod_resources` serves them with grpclib on an asyncio thread, each call hopping into Trio.
+:func:`serve_pod_resources` serves them with grpclib on an asyncio thread, each call hopping into Trio
+(:mod:`kubelet_trio.apis.podresources.service`; loaded at the first client).
 Go's answers, field for field: ``List`` names every pod the kubelet was given (a rejected one included,
 with no devices) and its containers, after releasing the devices of pods no longer active; each device is
 its own ``ContainerDevices`` (Go converts device by device; without topology it has no ``topology``);
@@ -15,25 +16,24 @@ text: :mod:`kubelet_trio.cri.grpcserver`), and a name a client sent is truncated
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
-from grpclib import GRPCError, Status
 
-from kubelet_trio.aiobridge import AsyncioThread
 from kubelet_trio.api import Pod
 from kubelet_trio.api.container import Container
-from kubelet_trio.apis.podresources.ratelimit import ERROR_LIMIT_EXCEEDED, Limiter
+from kubelet_trio.apis.podresources.ratelimit import Limiter
 from kubelet_trio.apis.podresources.types import DevicesProvider, PodsProvider
-from kubelet_trio.boundary import BoundaryErrors, contain, truncate
+from kubelet_trio.boundary import BoundaryErrors, truncate
 from kubelet_trio.cri.gen import v1 as pr
-from kubelet_trio.cri.gen.v1 import services
-from kubelet_trio.cri.grpcserver import serve_contained
+from kubelet_trio.cri.grpclisten import serve_on_first_peer
 from kubelet_trio.fsio import RunSync, run_in_thread
+
+if TYPE_CHECKING:
+    from kubelet_trio.aiobridge import AsyncioThread, AsyncioThreadSource
 
 __all__ = [
     "BOUNDARY",
@@ -49,8 +49,6 @@ __all__ = [
 SOCKET_DIR = "pod-resources"
 SOCKET_NAME = "kubelet.sock"  # Go: podresources.Socket + ".sock"
 BOUNDARY = "pod-resources"  # the label of its failures and refused peers
-
-T = TypeVar("T")
 
 
 def socket_path(root_dir: str) -> str:
@@ -120,51 +118,8 @@ class PodResourcesServer:
         raise PodResourcesError(f"pod {truncate(name)} in namespace {truncate(namespace)} not found")
 
 
-class _Lister(services.PodResourcesListerBase):
-    """On the asyncio thread: each call runs in Trio, where the kubelet's state lives."""
-
-    def __init__(self, bridge: AsyncioThread, server: PodResourcesServer, errors: BoundaryErrors | None):
-        self._bridge = bridge
-        self._server = server
-        self._errors = errors
-
-    async def _answer(self, method: str, answer: Callable[[], T]) -> T:
-        async def in_trio() -> T:
-            if not self._server.limiter.allow():
-                raise GRPCError(Status.RESOURCE_EXHAUSTED, ERROR_LIMIT_EXCEEDED)
-            return answer()
-
-        try:
-            return await self._bridge.to_trio(in_trio)
-        except GRPCError:
-            raise
-        except PodResourcesError as err:
-            raise GRPCError(Status.UNKNOWN, str(err)) from None
-        except Exception as err:
-            with contain(BOUNDARY, self._errors, method=method):
-                raise
-            raise GRPCError(Status.INTERNAL, f"{type(err).__name__}: {err}") from None
-
-    async def list(self, message: pr.ListPodResourcesRequest) -> pr.ListPodResourcesResponse:
-        return await self._answer("List", self._server.list)
-
-    async def get_allocatable_resources(
-        self, message: pr.AllocatableResourcesRequest
-    ) -> pr.AllocatableResourcesResponse:
-        return await self._answer("GetAllocatableResources", self._server.get_allocatable_resources)
-
-    async def get(self, message: pr.GetPodResourcesRequest) -> pr.GetPodResourcesResponse:
-        return await self._answer("Get", lambda: self._server.get(message.pod_namespace, message.pod_name))
-
-
-def _prepare_socket(path: str) -> None:
-    os.makedirs(os.path.dirname(path), mode=0o750, exist_ok=True)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)  # a previous kubelet's
-
-
 async def serve_pod_resources(
-    bridge: AsyncioThread,
+    threads: AsyncioThreadSource,
     path: str,
     server: PodResourcesServer,
     *,
@@ -172,14 +127,21 @@ async def serve_pod_resources(
     run_sync: RunSync = run_in_thread,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve on the unix socket ``path`` until cancelled; ``started`` once it accepts; removed on exit."""
-    await run_sync(_prepare_socket, path)
-    await serve_contained(
-        bridge,
-        [_Lister(bridge, server, boundary_errors)],
+    """Serve on the unix socket ``path`` until cancelled; ``started`` once it accepts; removed on exit.
+    The gRPC stack and the asyncio thread (from ``threads``) are loaded at the first client."""
+
+    def services(bridge: AsyncioThread) -> list[Any]:
+        from kubelet_trio.apis.podresources.service import Lister
+
+        return [Lister(bridge, server, boundary_errors)]
+
+    await serve_on_first_peer(
+        threads,
+        services,
         path,
         what="pod resources API",
         boundary_errors=boundary_errors,
         boundary=BOUNDARY,
+        run_sync=run_sync,
         task_status=task_status,
     )

@@ -37,18 +37,18 @@ import re
 import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
 import trio_util
 
-from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread
+from kubelet_trio.aiobridge import LazyAsyncioThread, open_lazy_asyncio_thread
 from kubelet_trio.api import Pod
 from kubelet_trio.api.container import Container
 from kubelet_trio.apis.podresources import PodResourcesServer, PodsProvider, serve_pod_resources, socket_path
 from kubelet_trio.boundary import BoundaryErrors, LogBudget, contain, refused, summarise_refusals, truncate
 from kubelet_trio.cm.devicemanager import checkpoint
-from kubelet_trio.cm.devicemanager.endpoint import Endpoint
 from kubelet_trio.cm.devicemanager.errors import AllocationError, PluginCallError, RegistrationError
 from kubelet_trio.cm.devicemanager.pod_devices import DeviceEntry, DeviceRunOptions, PodDevices, run_options
 from kubelet_trio.cm.devicemanager.server import BOUNDARY, serve_registration
@@ -56,6 +56,9 @@ from kubelet_trio.cri.gen import v1beta1 as dp
 from kubelet_trio.fsio import RunSync, run_in_thread
 from kubelet_trio.lifecycle.predicate import AdmitResult
 from kubelet_trio.logs import go_quote, kobj, kv
+
+if TYPE_CHECKING:
+    from kubelet_trio.cm.devicemanager.endpoint import Endpoint
 
 __all__ = [
     "CHECKPOINT_PERIOD",
@@ -163,7 +166,7 @@ class DeviceManager:
     _refusals_held: bool = False  # a summary of the refusals the budget held back is due
     _write_lock: trio.Lock = attrs.Factory(trio.Lock)
     _nursery: trio.Nursery | None = None
-    _bridge: AsyncioThread | None = None
+    _threads: LazyAsyncioThread | None = None  # gRPC's asyncio thread, started when a plugin comes
 
     @property
     def plugin_dir(self) -> str:
@@ -187,14 +190,14 @@ class DeviceManager:
         raw = await self.run_sync(self._prepare_directory)
         self._restore(raw)
         try:
-            async with open_asyncio_thread() as bridge, trio.open_nursery() as nursery:
-                self._bridge, self._nursery = bridge, nursery
+            async with open_lazy_asyncio_thread() as threads, trio.open_nursery() as nursery:
+                self._threads, self._nursery = threads, nursery
                 nursery.start_soon(self._write_checkpoints)
                 nursery.start_soon(self._report_devices)
                 await nursery.start(
                     functools.partial(
                         serve_registration,
-                        bridge,
+                        threads,
                         self.socket_path,
                         self.register,
                         boundary_errors=self.boundary_errors,
@@ -205,7 +208,7 @@ class DeviceManager:
                     await nursery.start(
                         functools.partial(
                             serve_pod_resources,
-                            bridge,
+                            threads,
                             self.pod_resources_socket,
                             server,
                             boundary_errors=self.boundary_errors,
@@ -214,7 +217,7 @@ class DeviceManager:
                     )
                 task_status.started()
         finally:
-            self._nursery = self._bridge = None
+            self._nursery = self._threads = None
             with trio.move_on_after(5, shield=True):
                 await self._write_checkpoint()
 
@@ -326,12 +329,14 @@ class DeviceManager:
             raise
         resource = request.resource_name
         logger.info("Got registration request from device plugin with resource", extra=kv(resource=resource))
-        if self._bridge is None or self._nursery is None:
+        if self._threads is None or self._nursery is None:
             raise RegistrationError("device manager is not running")
+        from kubelet_trio.cm.devicemanager.endpoint import Endpoint  # gRPC: loaded with the first plugin
+
         socket = os.path.join(self.plugin_dir, request.endpoint)
         try:
             with trio.fail_after(DIAL_TIMEOUT):
-                endpoint = await Endpoint.connect(self._bridge, resource, socket)
+                endpoint = await Endpoint.connect(self._threads.get(), resource, socket)
         except (PluginCallError, trio.TooSlowError) as err:
             raise RegistrationError(f"failed to dial device plugin: {err}") from err
         await self._nursery.start(self._follow, resource, endpoint)

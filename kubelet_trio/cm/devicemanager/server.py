@@ -1,5 +1,6 @@
 """The ``v1beta1.Registration`` service on ``<root-dir>/device-plugins/kubelet.sock`` (Go:
-``plugin/v1beta1/server.go``), served by grpclib on the device manager's asyncio thread.
+``plugin/v1beta1/server.go``), served by grpclib on the device manager's asyncio thread, which starts (and
+the gRPC stack loads) when the first plugin connects.
 
 Each request hops back into Trio to the manager's ``register``; a refusal becomes the gRPC error the
 plugin sees (``UNKNOWN`` with Go's message). A request that fails any other way is that plugin's alone:
@@ -12,16 +13,16 @@ which grpclib's ``Server.close`` leaves open.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 import trio
-from grpclib import GRPCError, Status
 
-from kubelet_trio.aiobridge import AsyncioThread
-from kubelet_trio.boundary import BoundaryErrors, contain, truncate
-from kubelet_trio.cm.devicemanager.errors import RegistrationError
+from kubelet_trio.boundary import BoundaryErrors
 from kubelet_trio.cri.gen import v1beta1 as dp
-from kubelet_trio.cri.gen.v1beta1 import services
-from kubelet_trio.cri.grpcserver import serve_contained
+from kubelet_trio.cri.grpclisten import serve_on_first_peer
+
+if TYPE_CHECKING:
+    from kubelet_trio.aiobridge import AsyncioThread, AsyncioThreadSource
 
 __all__ = ["BOUNDARY", "serve_registration"]
 
@@ -30,26 +31,14 @@ BOUNDARY = "device-plugin-registration"  # the label of its failures and refused
 Register = Callable[[dp.RegisterRequest], Awaitable[None]]
 
 
-class _Registration(services.RegistrationBase):
-    def __init__(self, bridge: AsyncioThread, register: Register, errors: BoundaryErrors | None) -> None:
-        self._bridge = bridge
-        self._register = register
-        self._errors = errors
+def _registration(bridge: AsyncioThread, register: Register, errors: BoundaryErrors | None) -> Any:
+    from kubelet_trio.cm.devicemanager.registration import Registration  # loads grpclib
 
-    async def register(self, message: dp.RegisterRequest) -> dp.Empty:
-        try:
-            await self._bridge.to_trio(self._register, message)
-        except RegistrationError as err:
-            raise GRPCError(Status.UNKNOWN, str(err)) from None
-        except Exception as err:
-            with contain(BOUNDARY, self._errors, method="Register", resource=truncate(message.resource_name)):
-                raise
-            raise GRPCError(Status.INTERNAL, f"{type(err).__name__}: {err}") from None
-        return dp.Empty()
+    return Registration(bridge, register, errors)
 
 
 async def serve_registration(
-    bridge: AsyncioThread,
+    threads: AsyncioThreadSource,
     socket_path: str,
     register: Register,
     *,
@@ -57,9 +46,9 @@ async def serve_registration(
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until cancelled; ``started`` once the socket accepts. The socket is removed on exit."""
-    await serve_contained(
-        bridge,
-        [_Registration(bridge, register, boundary_errors)],
+    await serve_on_first_peer(
+        threads,
+        lambda bridge: [_registration(bridge, register, boundary_errors)],
         socket_path,
         what="device plugin registration",
         boundary_errors=boundary_errors,

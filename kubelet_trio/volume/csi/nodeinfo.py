@@ -12,14 +12,16 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
-from kubelet_trio.client import ApiClient
 from kubelet_trio.client.errors import Conflict, NotFound
 from kubelet_trio.logs import kv
+
+if TYPE_CHECKING:
+    from kubelet_trio.client import ApiClient
 
 __all__ = ["NODE_ID_ANNOTATION", "NodeInfoError", "NodeInfoManager"]
 
