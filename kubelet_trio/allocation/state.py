@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -105,21 +105,36 @@ def requirements_equal(a: ResourceRequirements | None, b: ResourceRequirements |
     )
 
 
+def _same_pod(a: Mapping[str, ResourceRequirements], b: Mapping[str, ResourceRequirements]) -> bool:
+    return a.keys() == b.keys() and all(requirements_equal(a[name], b[name]) for name in a)
+
+
+def _pod_json(containers: PodResources) -> str:
+    """One pod's entry of the checkpoint's ``data``, as Go marshals it."""
+    return go_json(
+        {
+            "ContainerResources": {name: requirements_json(res) for name, res in sorted(containers.items())},
+            "PodLevelResources": None,
+        }
+    )
+
+
+def _data(entries: Mapping[str, PodResources], pods: Callable[[str], str]) -> str:
+    """The checkpoint's ``data``: Go's marshalling of ``{"entries": ...}`` (compact JSON is the
+    concatenation of its parts), each pod's part from ``pods``."""
+    if not entries:
+        return "{}"
+    parts = ",".join(f"{go_json(uid)}:{pods(uid)}" for uid in sorted(entries))
+    return '{"entries":{' + parts + "}}"
+
+
+def _file(data: str) -> bytes:
+    return json.dumps({"data": data, "checksum": checksum(data)}, separators=(",", ":")).encode()
+
+
 def encode(entries: Mapping[str, PodResources]) -> bytes:
     """The checkpoint file for ``entries`` (pod UID -> container name -> resources)."""
-    info: dict[str, Any] = {}
-    if entries:
-        info["entries"] = {
-            uid: {
-                "ContainerResources": {
-                    name: requirements_json(res) for name, res in sorted(entries[uid].items())
-                },
-                "PodLevelResources": None,
-            }
-            for uid in sorted(entries)
-        }
-    data = go_json(info)
-    return json.dumps({"data": data, "checksum": checksum(data)}, separators=(",", ":")).encode()
+    return _file(_data(entries, lambda uid: _pod_json(entries[uid])))
 
 
 def _quantities(raw: Any, what: str) -> dict[str, Quantity] | None:
@@ -165,7 +180,9 @@ class ResourceState:
     directory: str | None
     name: str
     _entries: dict[str, PodResources] = attrs.field(init=False, factory=dict)
-    _last_checksum: int | None = attrs.field(init=False, default=None)
+    #: each pod's part of the file, kept between writes: a change re-encodes one pod, not the node's
+    _pod_json: dict[str, str] = attrs.field(init=False, factory=dict)
+    _last_data: str | None = attrs.field(init=False, default=None)  # what the file holds
 
     def __attrs_post_init__(self) -> None:
         path = self.path
@@ -181,7 +198,7 @@ class ResourceState:
         except CorruptCheckpoint as err:
             logger.error("could not restore state from checkpoint", extra=kv(path=path, error=err))
             return
-        self._last_checksum = json.loads(raw)["checksum"]
+        self._last_data = json.loads(raw)["data"]
         logger.info("restored pod resource state from checkpoint", extra=kv(path=path))
 
     @property
@@ -198,14 +215,23 @@ class ResourceState:
         return list(self._entries)
 
     def set_container(self, uid: str, container: str, resources: ResourceRequirements) -> None:
-        self._entries.setdefault(uid, {})[container] = resources
+        pod = self._entries.setdefault(uid, {})
+        if container in pod and requirements_equal(pod[container], resources):
+            return  # the file would not change (quantities are written canonically)
+        pod[container] = resources
+        self._pod_json.pop(uid, None)
         self._store()
 
     def set_pod(self, uid: str, resources: Mapping[str, ResourceRequirements]) -> None:
+        old = self._entries.get(uid)
+        if old is not None and _same_pod(old, resources):
+            return
         self._entries[uid] = dict(resources)
+        self._pod_json.pop(uid, None)
         self._store()
 
     def remove_pod(self, uid: str) -> None:
+        self._pod_json.pop(uid, None)
         if self._entries.pop(uid, None) is not None:
             self._store()
 
@@ -214,26 +240,32 @@ class ResourceState:
         gone = [uid for uid in self._entries if uid not in keep]
         for uid in gone:
             del self._entries[uid]
+            self._pod_json.pop(uid, None)
         if gone:
             self._store()
+
+    def _pod_part(self, uid: str) -> str:
+        part = self._pod_json.get(uid)
+        if part is None:
+            part = self._pod_json[uid] = _pod_json(self._entries[uid])
+        return part
 
     def _store(self) -> None:
         path = self.path
         if path is None:
             return
-        blob = encode(self._entries)
-        value = json.loads(blob)["checksum"]
-        if value == self._last_checksum:
+        data = _data(self._entries, self._pod_part)
+        if data == self._last_data:
             return  # Go: no changes, no write
         try:
             os.makedirs(os.path.dirname(path), mode=0o750, exist_ok=True)
             temporary = path + ".tmp"
             with open(temporary, "wb") as file:
-                file.write(blob)
+                file.write(_file(data))
                 file.flush()
                 os.fsync(file.fileno())
             os.replace(temporary, path)
         except OSError as err:
             logger.error("failed to save pod resource checkpoint", extra=kv(path=path, error=err))
             return
-        self._last_checksum = value
+        self._last_data = data

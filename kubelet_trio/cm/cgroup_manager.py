@@ -299,15 +299,14 @@ class CgroupManager:
     def children(self, cgroup: CgroupName) -> set[CgroupName]:
         """The cgroups directly below ``cgroup`` in any hierarchy (the hybrid layout's v2 mount too)."""
         found: set[CgroupName] = set()
+        base = self.name(cgroup).rstrip("/")
         for path in self._paths_with_unified(cgroup):
             try:
-                entries = os.listdir(path)
+                with os.scandir(path) as entries:  # the directory's own types: no stat per control file
+                    names = [entry.name for entry in entries if entry.is_dir(follow_symlinks=False)]
             except (FileNotFoundError, NotADirectoryError):
                 continue
-            base = self.name(cgroup).rstrip("/")
-            for entry in entries:
-                if os.path.isdir(os.path.join(path, entry)):
-                    found.add(self.cgroup_name(f"{base}/{entry}"))
+            found.update(self.cgroup_name(f"{base}/{name}") for name in names)
         return found
 
     # --- changes ----------------------------------------------------------------------------------

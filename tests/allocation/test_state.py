@@ -79,3 +79,29 @@ def test_a_go_kubelets_file_is_read(tmp_path: Path) -> None:
     (tmp_path / ALLOCATED_PODS_STATE_FILE).write_bytes(GO_CHECKPOINT)
     state = ResourceState(str(tmp_path), ALLOCATED_PODS_STATE_FILE)
     assert state.get_container("pod1", "container1") == req(cpu="1Ki", memory="1Ki")
+
+
+def test_the_file_follows_every_change_and_an_unchanged_set_writes_nothing(tmp_path: Path) -> None:
+    """Each pod's part of the file is kept between writes; after any sequence of changes the file is what
+    encoding the whole state gives, and setting what is already there (the same quantities written
+    differently) does not touch the file."""
+    path = tmp_path / ALLOCATED_PODS_STATE_FILE
+    state = ResourceState(str(tmp_path), ALLOCATED_PODS_STATE_FILE)
+    state.set_pod("u2", {"app": req(cpu="1"), "side": req(memory="64Mi")})
+    state.set_pod("u1", {"app": req(cpu="250m")})
+    state.set_container("u2", "app", req(cpu="2"))
+    state.set_container("u3", "db", req(memory="1Gi"))
+    state.remove_pod("u1")
+    expected = {
+        "u2": {"app": req(cpu="2"), "side": req(memory="64Mi")},
+        "u3": {"db": req(memory="1Gi")},
+    }
+    assert path.read_bytes() == encode(expected)
+    before = path.stat().st_mtime_ns, path.stat().st_ino
+    state.set_container("u2", "app", req(cpu="2000m"))
+    state.set_pod("u3", {"db": req(memory="1024Mi")})
+    assert (path.stat().st_mtime_ns, path.stat().st_ino) == before
+    state.set_pod("u3", {"db": req(memory="2Gi")})
+    assert decode(path.read_bytes())["u3"] == {"db": req(memory="2Gi")}
+    state.remove_orphaned_pods(set())
+    assert path.read_bytes() == encode({})
