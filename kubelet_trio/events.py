@@ -10,6 +10,8 @@ A background task correlates and posts them:
 - more than 10 events within 10 minutes that differ only in their message are aggregated into one
   Event whose message starts with ``(combined from similar events):``;
 - each object may emit 25 events at once and then one per 5 minutes (a token bucket per object);
+- each of these three keeps at most 4096 keys, least recently used dropped first, as client-go's LRU
+  caches do: their keys name pods, so a node whose pods come and go would otherwise keep every one;
 - posting retries a few times with backoff, then gives up on that event.
 """
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 import collections
 import logging
 import random
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import trio
@@ -67,6 +69,27 @@ class _Similar:
     started: float
 
 
+V = TypeVar("V")
+
+
+class _Lru(collections.OrderedDict[tuple[str, ...], V]):
+    """At most :data:`MAX_LRU_ENTRIES` keys, the least recently used dropped first (Go: the
+    ``lru.Cache`` of each of the correlator's filters): keys name pods, which come and go."""
+
+    def use(self, key: tuple[str, ...]) -> V | None:
+        value = self.get(key)
+        if value is not None:
+            self.move_to_end(key)
+        return value
+
+    def put(self, key: tuple[str, ...], value: V) -> V:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > MAX_LRU_ENTRIES:
+            self.popitem(last=False)
+        return value
+
+
 @attrs.define(eq=False)
 class EventRecorder:
     """Start with ``nursery.start(recorder.run)``; hand :meth:`record` to the runtime manager."""
@@ -80,9 +103,9 @@ class EventRecorder:
     posted: int = 0
     _send: trio.MemorySendChannel[_Pending] = attrs.field(init=False)
     _receive: trio.MemoryReceiveChannel[_Pending] = attrs.field(init=False)
-    _seen: collections.OrderedDict[tuple[str, ...], _Seen] = attrs.Factory(collections.OrderedDict)
-    _similar: dict[tuple[str, ...], _Similar] = attrs.Factory(dict)
-    _spam: dict[tuple[str, ...], TokenBucket] = attrs.Factory(dict)
+    _seen: _Lru[_Seen] = attrs.Factory(_Lru)
+    _similar: _Lru[_Similar] = attrs.Factory(_Lru)
+    _spam: _Lru[TokenBucket] = attrs.Factory(_Lru)
     _last_stamp: int = 0
 
     def __attrs_post_init__(self) -> None:
@@ -141,27 +164,26 @@ class EventRecorder:
 
     async def _handle(self, pending: _Pending) -> None:
         object_key = self._object_key(pending)
-        bucket = self._spam.get(object_key)
+        bucket = self._spam.use(object_key)
         if bucket is None:
-            bucket = self._spam[object_key] = TokenBucket(SPAM_QPS, SPAM_BURST)
+            bucket = self._spam.put(object_key, TokenBucket(SPAM_QPS, SPAM_BURST))
         if not bucket.try_acquire():
             self.dropped += 1
             return
         message = pending.message
         aggregate_key = (*object_key, pending.type, pending.reason)
         now = trio.current_time()
-        similar = self._similar.get(aggregate_key)
+        similar = self._similar.use(aggregate_key)
         if similar is None or now - similar.started > AGGREGATE_INTERVAL:
-            similar = self._similar[aggregate_key] = _Similar(set(), now)
+            similar = self._similar.put(aggregate_key, _Similar(set(), now))
         similar.messages.add(message)
         if len(similar.messages) >= AGGREGATE_MAX_EVENTS:
             message = COMBINED_PREFIX + message
             key = aggregate_key  # every further similar event counts into one Event
         else:
             key = (*aggregate_key, message)
-        seen = self._seen.get(key)
+        seen = self._seen.use(key)
         if seen is not None:
-            self._seen.move_to_end(key)
             seen.count += 1
             patch = {"count": seen.count, "lastTimestamp": pending.at, "message": message}
             try:
@@ -178,9 +200,8 @@ class EventRecorder:
         )
         self.posted += 1
         meta = created.get("metadata") or {}
-        self._seen[key] = _Seen(meta.get("name", event["metadata"]["name"]), pending.namespace, 1, pending.at)
-        while len(self._seen) > MAX_LRU_ENTRIES:
-            self._seen.popitem(last=False)
+        name = meta.get("name", event["metadata"]["name"])
+        self._seen.put(key, _Seen(name, pending.namespace, 1, pending.at))
 
     def _event(self, pending: _Pending, message: str) -> dict[str, Any]:
         self._last_stamp = max(self.clock.wall_ns(), self._last_stamp + 1)  # unique even at one instant

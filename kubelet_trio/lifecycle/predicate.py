@@ -19,6 +19,8 @@ resolve a ``runtimeClassName`` with, so :func:`admit_standalone` rejects such a 
 
 from __future__ import annotations
 
+import functools
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -83,11 +85,17 @@ def _container_requests(container: Container) -> dict[str, int]:
     return {name: _amount(name, q) for name, q in requests.items() if name in RESOURCES}
 
 
-#: Requests of pod specs by ``id``, with the spec itself (keeping the id valid). Admitting a pod sums the
-#: requests of every active pod, so without it a node's admissions cost the square of its pod count; a
-#: spec is immutable, and replaced (a new object) when the pod's spec changes. Cleared when it is full.
-_REQUESTS: dict[int, tuple[PodSpec, dict[str, int]]] = {}
-_REQUESTS_MAX = 65536
+#: Requests of the live pod specs, by ``id``. Admitting a pod sums the requests of every active pod, so
+#: without it a node's admissions cost the square of its pod count; a spec is immutable, and replaced (a
+#: new object) when the pod's spec changes. An entry holds its spec weakly and goes with it: a node whose
+#: pods come and go keeps only the specs still in use.
+_REQUESTS: dict[int, tuple[weakref.ref[PodSpec], dict[str, int]]] = {}
+
+
+def _forget(key: int, ref: weakref.ref[PodSpec]) -> None:
+    entry = _REQUESTS.get(key)
+    if entry is not None and entry[0] is ref:  # not a newer spec that reuses the id
+        del _REQUESTS[key]
 
 
 def pod_requests(pod: Pod) -> Mapping[str, int]:
@@ -95,13 +103,12 @@ def pod_requests(pod: Pod) -> Mapping[str, int]:
     spec = pod.spec
     if spec is None:
         return _spec_requests(None)
-    cached = _REQUESTS.get(id(spec))
-    if cached is not None and cached[0] is spec:
+    key = id(spec)
+    cached = _REQUESTS.get(key)
+    if cached is not None and cached[0]() is spec:
         return cached[1]
-    if len(_REQUESTS) >= _REQUESTS_MAX:
-        _REQUESTS.clear()
     total = _spec_requests(spec)
-    _REQUESTS[id(spec)] = (spec, total)
+    _REQUESTS[key] = (weakref.ref(spec, functools.partial(_forget, key)), total)
     return total
 
 
