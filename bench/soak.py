@@ -23,7 +23,11 @@ The soak, per kubelet (all kubelets at once when there are two):
 2. Baseline: ``--baseline-seconds`` (60) of the full node without churn: the kubelet's CPU rate there.
 3. Churn for ``--minutes`` (60): every 1/``--rate`` s (1 s), delete the oldest pod (default grace) and
    create a new one of the same kind, so the node keeps ~110 pods (plus the terminating ones).
-4. Clean-up, also on Ctrl-C or SIGTERM (after which the samples so far are still reported): all the
+4. Drain (``--drain-seconds``, 120; 0: none): every pod of the run deleted (default grace), until the API
+   server has none (at most ``--cleanup-timeout``), then ``--drain-seconds`` more with no pods, for the
+   kubelet's housekeeping and container GC (once a minute) to finish; then a last sample (``drained``),
+   compared with the ``idle`` one taken before the fill.
+5. Clean-up, also on Ctrl-C or SIGTERM (after which the samples so far are still reported): all the
    run's pods deleted through the API (forced after ``--cleanup-timeout``), the ConfigMap and Secret,
    then the kubelets stopped, their containerds' sandboxes removed and containerd stopped, the Node
    objects and their leases deleted, the control plane stopped.
@@ -67,14 +71,17 @@ creates and deletes (and errors); the kubelet's CPU seconds over the churn and *
 kubelet CPU seconds over the churn window / ((creates + deletes) / 2), i.e. per create + delete pair,
 reported in ms, together with the same less the baseline's CPU rate times the churn's length (the
 churn's own cost over a full idle node); the pods, terminating pods and Failed pods at the end; the
-machine's busy CPU % over the baseline and the churn. Then kubelet-trio over the Go kubelet for those
-figures.
+machine's busy CPU % over the baseline and the churn; after a drain, ``before_fill`` (the first sample,
+no pods yet) and ``drained`` (the last): RSS, descriptors, threads, tasks, desired and probed pods,
+running pods and containers, all containers and mounted volumes, which should be back where they began
+but for RSS. Then kubelet-trio over the Go kubelet for those figures.
 
 ``--plot FILE``: a PNG of RSS, CPU %, descriptors, tasks and the pods on the node over time per kubelet
 (matplotlib: not a dependency of the project, and there is no ``bench`` extra in pyproject.toml:
 ``pip install matplotlib``).
 
 Usage: python bench/soak.py [--kubelets trio,go] [--minutes 60] [--sample-seconds 30] [--pods 110]
+       [--drain-seconds 120]
        [--rate 1] [--baseline-seconds 60] [--plot /tmp/soak.png] [--log-dir DIR] [--api {auto,envtest,fake}]
 Needs root, containerd, runc and busybox (as the containerd test tier does).
 """
@@ -140,7 +147,10 @@ CRI_REMOVE_ATTEMPTS = 6  # an overloaded containerd takes a while to let go of s
 RECENT_SAMPLE = 1.0  # seconds: a phase's first sample is a periodic one taken this recently
 SCRAPE_TIMEOUT = 20.0  # a saturated two-core machine answers slowly
 MINUTE_10 = 600.0
+IDLE_SCRAPE_WAIT = 5.0  # seconds before the idle sample (no pods yet), and after it before the fill
 SUMMARY_FIELDS = ("rss_mb", "fds", "threads", "tasks", "desired_pods", "probe_pods", "running_containers")
+#: Compared between the first sample (no pods yet) and the drained one.
+DRAIN_FIELDS = (*SUMMARY_FIELDS, "running_pods", "all_containers", "volumes")
 
 
 def kind_of(seq: int) -> str:
@@ -521,6 +531,24 @@ async def churn(client: ApiClient, node: SoakNode, until: float, rate: float, co
             tick += 1 / rate
 
 
+async def drain(client: ApiClient, nodes: Sequence[SoakNode], wait_s: float) -> None:
+    """Delete every pod of the run and wait until the API server has none left (at most ``wait_s``)."""
+    limiter = trio.CapacityLimiter(CHURN_CONCURRENCY)
+
+    async def limited(node: SoakNode, name: str) -> None:
+        async with limiter:
+            await delete_pod(client, node, name)
+
+    async with trio.open_nursery() as nursery:
+        for node in nodes:
+            while node.live:
+                nursery.start_soon(limited, node, node.live.popleft()[0])
+    with trio.move_on_after(wait_s):
+        for node in nodes:
+            while (await api_view(client, node))["api_pods"]:  # noqa: ASYNC110 (an outside observer)
+                await trio.sleep(2)
+
+
 def mark(nodes: Sequence[SoakNode], name: str) -> None:
     """The kubelets' CPU seconds, the machine's busy seconds, the time and the creates and deletes so far,
     as ``<name>_cpu``, ``<name>_machine``, ``<name>_time``..."""
@@ -541,7 +569,12 @@ async def soak(plane: ControlPlane, nodes: Sequence[SoakNode], args: argparse.Na
             await client.create(path, obj)
         sampler = Sampler(client, nodes, args.sample_seconds)
         async with trio.open_nursery() as nursery:
+            sampler.phase = "idle"
             await nursery.start(sampler.run)
+            await trio.sleep(IDLE_SCRAPE_WAIT)  # the Kubelet API may still be starting at the first
+            sampler.sample_now()
+            await trio.sleep(IDLE_SCRAPE_WAIT)
+            sampler.phase = "fill"
             async with trio.open_nursery() as fills:
                 for node in nodes:
                     fills.start_soon(fill, client, node, args.pods, config, args.fill_timeout)
@@ -559,6 +592,13 @@ async def soak(plane: ControlPlane, nodes: Sequence[SoakNode], args: argparse.Na
                     churns.start_soon(churn, client, node, until, args.rate, config)
             mark(nodes, "churn_end")
             sampler.phase = "end"
+            if args.drain_seconds > 0:
+                sampler.sample_now()
+                await drain(client, nodes, args.cleanup_timeout)
+                sampler.phase = "drain"
+                sampler.sample_now()
+                await trio.sleep(args.drain_seconds)
+                sampler.phase = "drained"
             sampler.sample_now(last=True)
             sampler.stop()  # the nursery waits for the last figures
 
@@ -682,7 +722,7 @@ def summarize(node: SoakNode, zero: float) -> dict[str, Any]:
             creates_end, deletes_end = last["creates"], last["deletes"]
         else:
             cpu_end, time_end = r["churn_end_cpu"], r["churn_end_time"]
-            creates_end, deletes_end = node.creates, node.deletes
+            creates_end, deletes_end = int(r["churn_end_creates"]), int(r["churn_end_deletes"])
         creates = creates_end - int(r["churn_start_creates"])
         deletes = deletes_end - int(r["churn_start_deletes"])
         cpu = cpu_end - r["churn_start_cpu"]
@@ -704,6 +744,11 @@ def summarize(node: SoakNode, zero: float) -> dict[str, Any]:
                 round(1000 * (cpu - base_rate * wall) / pairs, 1) if pairs and base_rate is not None else None
             ),
         )
+    drained = [s for s in node.samples if s["phase"] == "drained"]
+    if drained and node.samples:
+        idle = [s for s in node.samples if s["phase"] == "idle"] or node.samples[:1]
+        out["before_fill"] = {field: idle[-1].get(field) for field in DRAIN_FIELDS}
+        out["drained"] = {field: drained[-1].get(field) for field in DRAIN_FIELDS}
     out["scrape_errors"] = node.scrape_errors
     out["skipped_scrapes"] = node.skipped_scrapes
     if node.errors:
@@ -799,6 +844,9 @@ def main() -> int:
     parser.add_argument("--baseline-seconds", type=float, default=60.0, help="full node without churn")
     parser.add_argument("--fill-timeout", type=float, default=600.0)
     parser.add_argument("--cleanup-timeout", type=float, default=180.0)
+    parser.add_argument(
+        "--drain-seconds", type=float, default=120.0, help="no pods after the churn, before the last sample"
+    )
     parser.add_argument("--plot", type=Path, default=None, help="PNG of the samples")
     parser.add_argument("--api", choices=("auto", "envtest", "fake"), default="auto")
     parser.add_argument("--log-dir", type=Path, default=None, help="keep the kubelets' logs here")
