@@ -55,11 +55,17 @@ def _unescape(field: str) -> str:
 
 
 def _mount_points() -> list[str]:
+    """The mount point field of each line (space-separated; spaces within a path are escaped)."""
+    points: list[str] = []
     try:
         with open("/proc/self/mountinfo", encoding="utf-8") as f:
-            return [_unescape(line.split()[4]) for line in f if len(line.split()) > 4]
+            for line in f:
+                fields = line.split(" ", 5)
+                if len(fields) > 5:
+                    points.append(_unescape(fields[4]))
     except OSError:
         return []
+    return points
 
 
 def is_mount_point(path: str) -> bool:
