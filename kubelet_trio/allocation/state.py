@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -67,12 +67,19 @@ def go_json(value: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def checksum(data: str) -> int:
-    """Go ``checksum.New(data)`` for a string: FNV-32a of ``(string)<data>``."""
-    value = _FNV32_OFFSET
-    for byte in ("(string)" + data).encode():
+def _fnv(value: int, text: str) -> int:
+    """FNV-32a from ``value`` over ``text``'s UTF-8 (a stream: text may come in pieces)."""
+    for byte in text.encode():
         value = ((value ^ byte) * _FNV32_PRIME) & 0xFFFFFFFF
     return value
+
+
+_SPEW_PREFIX = _fnv(_FNV32_OFFSET, "(string)")
+
+
+def checksum(data: str) -> int:
+    """Go ``checksum.New(data)`` for a string: FNV-32a of ``(string)<data>``."""
+    return _fnv(_SPEW_PREFIX, data)
 
 
 def _resource_list(values: Mapping[str, Quantity] | None) -> dict[str, str] | None:
@@ -119,22 +126,28 @@ def _pod_json(containers: PodResources) -> str:
     )
 
 
-def _data(entries: Mapping[str, PodResources], pods: Callable[[str], str]) -> str:
-    """The checkpoint's ``data``: Go's marshalling of ``{"entries": ...}`` (compact JSON is the
-    concatenation of its parts), each pod's part from ``pods``."""
-    if not entries:
-        return "{}"
-    parts = ",".join(f"{go_json(uid)}:{pods(uid)}" for uid in sorted(entries))
-    return '{"entries":{' + parts + "}}"
+_HEAD, _TAIL = '{"entries":{', "}}"
 
 
-def _file(data: str) -> bytes:
-    return json.dumps({"data": data, "checksum": checksum(data)}, separators=(",", ":")).encode()
+def _entry(uid: str, containers: PodResources) -> str:
+    """One pod's ``"uid":{...}`` in the checkpoint's ``data``, as Go marshals it."""
+    return f"{go_json(uid)}:{_pod_json(containers)}"
+
+
+def _data(parts: Sequence[str]) -> str:
+    """The checkpoint's ``data``, Go's marshalling of ``{"entries": ...}`` with the pods' entries in UID
+    order (compact JSON is the concatenation of its parts)."""
+    return _HEAD + ",".join(parts) + _TAIL if parts else "{}"
+
+
+def _file(data: str, value: int | None = None) -> bytes:
+    value = checksum(data) if value is None else value
+    return json.dumps({"data": data, "checksum": value}, separators=(",", ":")).encode()
 
 
 def encode(entries: Mapping[str, PodResources]) -> bytes:
     """The checkpoint file for ``entries`` (pod UID -> container name -> resources)."""
-    return _file(_data(entries, lambda uid: _pod_json(entries[uid])))
+    return _file(_data([_entry(uid, entries[uid]) for uid in sorted(entries)]))
 
 
 def _quantities(raw: Any, what: str) -> dict[str, Quantity] | None:
@@ -182,6 +195,9 @@ class ResourceState:
     _entries: dict[str, PodResources] = attrs.field(init=False, factory=dict)
     #: each pod's part of the file, kept between writes: a change re-encodes one pod, not the node's
     _pod_json: dict[str, str] = attrs.field(init=False, factory=dict)
+    #: the parts of the last checksum, in order, each with the checksum's state after it: the next one
+    #: starts at the first part that differs (FNV is a stream; the sum of the whole file took a byte loop)
+    _summed: list[tuple[str, int]] = attrs.field(init=False, factory=list)
     _last_data: str | None = attrs.field(init=False, default=None)  # what the file holds
 
     def __attrs_post_init__(self) -> None:
@@ -247,21 +263,37 @@ class ResourceState:
     def _pod_part(self, uid: str) -> str:
         part = self._pod_json.get(uid)
         if part is None:
-            part = self._pod_json[uid] = _pod_json(self._entries[uid])
+            part = self._pod_json[uid] = _entry(uid, self._entries[uid])
         return part
+
+    def _checksum(self, parts: list[str]) -> int:
+        """:func:`checksum` of ``_data(parts)``, resumed after the parts the last one shares."""
+        if not parts:
+            return checksum("{}")
+        summed, same = self._summed, 0
+        while same < min(len(parts), len(summed)) and summed[same][0] is parts[same]:
+            same += 1
+        del summed[same:]
+        state = summed[-1][1] if summed else _fnv(_SPEW_PREFIX, _HEAD)
+        for i in range(same, len(parts)):
+            state = _fnv(state, "," + parts[i] if i else parts[i])
+            summed.append((parts[i], state))
+        return _fnv(state, _TAIL)
 
     def _store(self) -> None:
         path = self.path
         if path is None:
             return
-        data = _data(self._entries, self._pod_part)
+        parts = [self._pod_part(uid) for uid in sorted(self._entries)]
+        data = _data(parts)
         if data == self._last_data:
             return  # Go: no changes, no write
+        blob = _file(data, self._checksum(parts))
         try:
             os.makedirs(os.path.dirname(path), mode=0o750, exist_ok=True)
             temporary = path + ".tmp"
             with open(temporary, "wb") as file:
-                file.write(_file(data))
+                file.write(blob)
                 file.flush()
                 os.fsync(file.fileno())
             os.replace(temporary, path)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
+import hypothesis.strategies as st
 import pytest
+from hypothesis import given, settings
 
 from kubelet_trio.allocation.state import (
     ALLOCATED_PODS_STATE_FILE,
@@ -105,3 +108,38 @@ def test_the_file_follows_every_change_and_an_unchanged_set_writes_nothing(tmp_p
     assert decode(path.read_bytes())["u3"] == {"db": req(memory="2Gi")}
     state.remove_orphaned_pods(set())
     assert path.read_bytes() == encode({})
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(("set_pod", "set_container", "remove_pod", "remove_orphaned")),
+            st.sampled_from([f"uid-{i}" for i in range(6)]),
+            st.sampled_from(("100m", "250m", "1", "2")),
+        ),
+        max_size=25,
+    )
+)
+def test_the_checksum_resumed_from_unchanged_pods_is_the_whole_files(ops: list[tuple[str, str, str]]) -> None:
+    """The file's checksum is resumed after the entries the last write shares; whatever the changes, the
+    file is byte for byte what encoding the whole state from scratch gives."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / ALLOCATED_PODS_STATE_FILE
+        state = ResourceState(tmp, ALLOCATED_PODS_STATE_FILE)
+        expected: dict[str, dict[str, ResourceRequirements]] = {}
+        for op, uid, cpu in ops:
+            if op == "set_pod":
+                state.set_pod(uid, {"app": req(cpu=cpu)})
+                expected[uid] = {"app": req(cpu=cpu)}
+            elif op == "set_container":
+                state.set_container(uid, "side", req(cpu=cpu))
+                expected.setdefault(uid, {})["side"] = req(cpu=cpu)
+            elif op == "remove_pod":
+                state.remove_pod(uid)
+                expected.pop(uid, None)
+            else:
+                state.remove_orphaned_pods(u for u in list(expected) if u != uid)
+                expected.pop(uid, None)
+            if path.exists():
+                assert path.read_bytes() == encode(expected)
