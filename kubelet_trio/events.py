@@ -11,7 +11,8 @@ A background task correlates and posts them:
   Event whose message starts with ``(combined from similar events):``;
 - each object may emit 25 events at once and then one per 5 minutes (a token bucket per object);
 - each of these three keeps at most 4096 keys, least recently used dropped first, as client-go's LRU
-  caches do: their keys name pods, so a node whose pods come and go would otherwise keep every one;
+  caches do; and a pod's keys go once the kubelet has forgotten the pod (:meth:`EventRecorder.forget_pods`,
+  from housekeeping): full caches of pods long gone would cost a churning node megabytes for nothing;
 - posting retries a few times with backoff, then gives up on that event.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import collections
 import logging
 import random
+from collections.abc import Collection
 from typing import Any, TypeVar
 
 import attrs
@@ -36,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 QUEUE_SIZE = 1000  # the broadcaster's incoming queue; full means drop
 MAX_LRU_ENTRIES = 4096
+FORGET_PERIOD = 60.0  # seconds between sweeps of the caches for pods the kubelet has forgotten
 AGGREGATE_MAX_EVENTS = 10
 AGGREGATE_INTERVAL = 600.0
 SPAM_BURST = 25
@@ -107,6 +110,7 @@ class EventRecorder:
     _similar: _Lru[_Similar] = attrs.Factory(_Lru)
     _spam: _Lru[TokenBucket] = attrs.Factory(_Lru)
     _last_stamp: int = 0
+    _forgotten_at: float = -float("inf")  # when forget_pods last swept
 
     def __attrs_post_init__(self) -> None:
         self._send, self._receive = trio.open_memory_channel[_Pending](QUEUE_SIZE)
@@ -140,6 +144,17 @@ class EventRecorder:
             logger.debug(
                 "event queue full, dropping event", extra=kv(reason=reason, object=involved.get("name"))
             )
+
+    def forget_pods(self, keep: Collection[str]) -> None:
+        """Drop what the correlator holds about pods whose UID is not in ``keep`` (the pods the kubelet still
+        knows). At most once per :data:`FORGET_PERIOD`: a sweep reads every key."""
+        now = trio.current_time()
+        if now - self._forgotten_at < FORGET_PERIOD:
+            return
+        self._forgotten_at = now
+        for cache in (self._seen, self._similar, self._spam):
+            for key in [k for k in cache if k[2] == "Pod" and k[5] not in keep]:
+                del cache[key]
 
     # -- the sink -------------------------------------------------------------------------------------
 

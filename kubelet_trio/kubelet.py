@@ -13,7 +13,7 @@ import contextlib
 import enum
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -151,6 +151,8 @@ class Kubelet(PodsMixin, HostInterfaceMixin):
     # where pod events go (API mode: the event recorder) and events about the Node (API mode: the API server)
     _event_sink: EventSink | None = None
     _node_event_sink: NodeEventSink | None = None
+    # housekeeping's pods to keep -> the event sink forgets the others (API mode: the recorder's caches)
+    _forget_pod_events: Callable[[Collection[str]], None] | None = None
     # Admission (kubelet_trio.lifecycle.predicate): None admits everything; else (pod, other active pods) -> a
     # rejection with .reason and .message, or None. Rejected pods are Failed for good, never started.
     # Standalone: refuse runtimeClassName (no API to resolve it); API mode: the predicates.

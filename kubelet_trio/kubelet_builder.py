@@ -439,6 +439,7 @@ def build_kubelet(config: KubeletConfig, deps: KubeletDeps) -> KubeletNode:
         sysctls=SysctlAllowlist.build(config.allowed_unsafe_sysctls),
         event_sink=event_sink,
         node_event_sink=node_event_sink,
+        forget_pod_events=api.recorder.forget_pods if api is not None else None,
         admit=api.admit if api is not None else admit_standalone,
         count_pods=api is None,  # API mode: the predicates count pods against the Node's allocatable
         api_client=api.client if api is not None else deps.webhook_client,

@@ -9,7 +9,7 @@ which the pod workers call: everything that acts on one pod rather than on the s
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING
 
 import attrs
@@ -79,6 +79,7 @@ class PodsMixin:
     _object_store: ObjectStore
     _object_prefetch: Callable[[Pod], Awaitable[None]] | None
     _data_dirs_made: set[str]
+    _forget_pod_events: Callable[[Collection[str]], None] | None
 
     if TYPE_CHECKING:  # defined on the Kubelet
 
@@ -185,6 +186,8 @@ class PodsMixin:
         self._kube_runtime.gc_backoffs()  # Go: kl.backOff.GC(), entries idle for twice the maximum
         keep = set(desired) | set(known)
         self._kube_runtime.remove_orphaned_reasons(keep)
+        if self._forget_pod_events is not None:
+            self._forget_pod_events(keep)
         self._data_dirs_made.intersection_update(keep)
         await self._volume_manager.cleanup_orphaned_pod_dirs(keep)
         if self._container_manager is not None:  # Go: cleanupOrphanedPodCgroups
