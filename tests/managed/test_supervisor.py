@@ -60,7 +60,8 @@ async def test_a_crashing_containerd_is_restarted_with_backoff(
 async def test_the_count_starts_again_after_a_long_run(
     autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
-    managed = stand_in(tmp_path, "sleep 0.01; exit 1", backoff=RestartBackoff(reset_after=0.0))
+    # long enough to be seen ready first, as the other schedules' stand-in (10 ms lost that race under load)
+    managed = stand_in(tmp_path, "sleep 0.05; exit 1", backoff=RestartBackoff(reset_after=0.0))
     seen: list[float] = []
     async with trio.open_nursery() as nursery:
         await nursery.start(managed.run)
