@@ -594,6 +594,7 @@ async def soak(plane: ControlPlane, nodes: Sequence[SoakNode], args: argparse.Na
             sampler.phase = "end"
             if args.drain_seconds > 0:
                 sampler.sample_now()
+                await trio.sleep(IDLE_SCRAPE_WAIT)  # the end sample's figures, before any pod goes
                 await drain(client, nodes, args.cleanup_timeout)
                 sampler.phase = "drain"
                 sampler.sample_now()
