@@ -18,7 +18,7 @@ import trio.testing
 from grpclib import GRPCError, Status
 from grpclib.client import Channel
 
-from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread
+from kubelet_trio.aiobridge import AsyncioThread, open_asyncio_thread, open_lazy_asyncio_thread
 from kubelet_trio.api import Pod
 from kubelet_trio.apis.podresources import Limiter, PodResourcesServer, serve_pod_resources
 from kubelet_trio.boundary import BoundaryErrors
@@ -281,3 +281,31 @@ def test_sidecars_are_listed_before_the_containers() -> None:
 
 def devices_of(resource: str, *ids: str) -> list[pr.ContainerDevices]:
     return [pr.ContainerDevices(resource_name=resource, device_ids=[i]) for i in ids]
+
+
+async def test_peers_that_hang_up_or_send_garbage_before_the_grpc_stack_loads_harm_no_one(
+    tmp_path: Path, client_factory: Callable[[str], Any]
+) -> None:
+    """The socket is listened on before grpclib is loaded; the first peers to knock (one hanging up at once,
+    one sending bytes that are no HTTP/2, one connecting and saying nothing) are handed to the server with
+    the listening socket, and a real client still gets its answer."""
+    with trio.fail_after(DEADLINE):
+        manager = DeviceManager(str(tmp_path))
+        server = PodResourcesServer(lambda: [pod("a", 0)], manager)
+        path = str(tmp_path / "pod-resources" / "kubelet.sock")
+        async with open_lazy_asyncio_thread() as threads, trio.open_nursery() as nursery:
+            await nursery.start(serve_pod_resources, threads, path, server)
+            assert not threads.started  # nothing loaded until a peer comes
+            hang_up = await trio.open_unix_socket(path)
+            await hang_up.aclose()
+            garbage = await trio.open_unix_socket(path)
+            await garbage.send_all(b"GET / HTTP/1.1\r\n\r\n" + b"\xff" * 4096)
+            silent = await trio.open_unix_socket(path)
+            client = await client_factory(path)
+            answer = await client.call(client.stub.list, pr.ListPodResourcesRequest())
+            assert [p.name for p in answer.pod_resources] == ["a"]
+            assert threads.started
+            await garbage.aclose()
+            await silent.aclose()
+            nursery.cancel_scope.cancel()
+        assert not await trio.Path(path).exists()
