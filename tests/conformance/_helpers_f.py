@@ -54,14 +54,19 @@ async def run_to_completion(
     pod = await ns.wait_pod(
         name, phase_is("Succeeded", "Failed"), deadline=deadline or after(90), what="pod finished"
     )
+    return pod, await written_log(ns, name, container)
+
+
+async def written_log(ns: Namespace, name: str, container: str) -> str:
+    """The log of a container that has printed: containerd reports a container running, or a quick one
+    exited, before its log writer has drained the output pipe (seen in CI: a finished `cat` and a running
+    `echo` with empty logs), so an empty log is read again for a while."""
     log = await ns.logs(name, container)
-    # containerd reports a quick container's exit before its log writer has drained the output pipe
-    # (seen once in CI: a finished `cat` with an empty log): an empty log is read again for a while
     with trio.move_on_after(EMPTY_LOG_GRACE):
         while not log:
             await trio.sleep(LOG_POLL)
             log = await ns.logs(name, container)
-    return pod, log
+    return log
 
 
 async def output_of(

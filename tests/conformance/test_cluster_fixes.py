@@ -12,6 +12,7 @@ from typing import Any
 import trio
 
 from kubelet_trio.api import Quantity
+from tests.conformance._helpers_f import wait_log, written_log
 from tests.conformance.conftest import (
     Namespace,
     after,
@@ -26,18 +27,10 @@ DEADLINE = ("Failed", "DeadlineExceeded", "Pod was active on the node longer tha
 HOST_NETWORK_HEADER = "# Kubernetes-managed hosts file (host network)."
 
 
-async def wait_log(ns: Namespace, name: str, container: str, lines: int, deadline: float) -> list[str]:
-    """The container's first ``lines`` log lines, polled once a second until they are there."""
-    with trio.move_on_at(deadline):
-        while True:
-            try:
-                log = await ns.logs(name, container)
-            except AssertionError:  # not started yet
-                log = ""
-            if log.count("\n") >= lines:
-                return log.splitlines()[:lines]
-            await trio.sleep(1)
-    raise AssertionError(f"{name}/{container}: fewer than {lines} log lines by the deadline")
+async def first_lines(ns: Namespace, name: str, container: str, lines: int, deadline: float) -> list[str]:
+    """The container's first ``lines`` log lines, once it has printed them."""
+    log = await wait_log(ns, name, container, lambda log: log.count("\n") >= lines, deadline=deadline)
+    return log.splitlines()[:lines]
 
 
 async def test_runtime_facing_fixes(ns: Namespace) -> None:
@@ -61,7 +54,7 @@ async def test_runtime_facing_fixes(ns: Namespace) -> None:
         assert status["containerID"].startswith("containerd://") and status["restartCount"] == 0
         assert status["ready"] is False
         # It shares the target's PID namespace (sees its shell), and the pod was not restarted.
-        assert await wait_log(ns, "debugged", "debugger", 2, deadline) == ["polo", "1"]
+        assert await first_lines(ns, "debugged", "debugger", 2, deadline) == ["polo", "1"]
         after_app = container_status(await ns.get_pod("debugged"), "app")
         assert before is not None and after_app is not None
         assert (after_app["containerID"], after_app["restartCount"]) == (before["containerID"], 0)
@@ -77,7 +70,7 @@ async def test_runtime_facing_fixes(ns: Namespace) -> None:
         )
         await ns.create_pod(manifest)
         await ns.wait_pod("sysctls", phase_is("Succeeded"), deadline=deadline)
-        assert await ns.logs("sysctls", "c") == "1\n"
+        assert await written_log(ns, "sysctls", "c") == "1\n"
 
     async def host_network() -> None:
         manifest = ns.pod(
@@ -90,7 +83,7 @@ async def test_runtime_facing_fixes(ns: Namespace) -> None:
             "host-net", both(phase_is("Running"), container_running("c")), deadline=deadline
         )
         assert pod["status"]["podIP"] == ns.cluster.node_ip == pod["status"]["hostIP"]
-        lines = await wait_log(ns, "host-net", "c", 2, deadline)
+        lines = await first_lines(ns, "host-net", "c", 2, deadline)
         assert lines == [HOST_NETWORK_HEADER, socket.gethostname()]
 
     async with trio.open_nursery() as nursery:
@@ -160,7 +153,7 @@ async def test_status_facing_fixes(ns: Namespace) -> None:
             ns.pod("defaults", containers=[container], volumes=[volume], restartPolicy="Never")
         )
         await ns.wait_pod("defaults", phase_is("Succeeded"), deadline=deadline)
-        memory_env, memory_file, cpu = (await ns.logs("defaults", "c")).splitlines()
+        memory_env, memory_file, cpu = (await written_log(ns, "defaults", "c")).splitlines()
         node = await ns.client.get(f"/api/v1/nodes/{ns.cluster.node}")
         allocatable, capacity = node["status"]["allocatable"], node["status"]["capacity"]
         expected = Quantity(allocatable["memory"]).int_value()

@@ -9,6 +9,7 @@ from typing import Any
 
 import trio
 
+from tests.conformance._helpers_f import written_log
 from tests.conformance.conftest import (
     Namespace,
     after,
@@ -107,7 +108,7 @@ async def test_init_containers_run_in_order_before_the_app(ns: Namespace) -> Non
         assert app is not None
         app_started = (app["state"].get("running") or app["state"].get("terminated") or {})["startedAt"]
         assert first["finishedAt"] <= second["startedAt"] and second["finishedAt"] <= app_started
-        assert await ns.logs(name, "run1") == "init1\ninit2\n"
+        assert await written_log(ns, name, "run1") == "init1\ninit2\n"
         assert await ns.logs(name, "init1") == ""
 
     async with trio.open_nursery() as nursery:

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import trio
 import trio_util
 
+from tests.conformance._helpers_f import written_log
 from tests.conformance.conftest import (
     Namespace,
     after,
@@ -89,7 +90,7 @@ async def test_status_of_a_running_a_succeeded_and_a_failed_pod(ns: Namespace) -
         assert app["ready"] is True and app["started"] is True and app["restartCount"] == 0
         assert app["lastState"] == {}
         assert when(app["state"]["running"]["startedAt"]) >= when(pod["status"]["startTime"])
-        assert await ns.logs("running", "app") == "started\n"
+        assert await written_log(ns, "running", "app") == "started\n"
         reasons = {e["reason"] for e in await ns.events("running")}
         assert {"Pulled", "Created", "Started"} <= reasons, reasons
 

@@ -39,39 +39,47 @@ def test_backoff_doubles_to_a_cap() -> None:
     assert [backoff.delay(n) for n in range(7)] == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
 
 
+def gated(tmp_path: Path, code: int, **kwargs: object) -> tuple[StandIn, Path]:
+    """A stand-in that exits with ``code`` once the test creates the gate file: it can never exit before
+    the supervisor has seen it ready, however loaded the machine (a timed exit could)."""
+    gate = tmp_path / "exit-now"
+    script = f"while [ ! -e {gate} ]; do sleep 0.01; done; rm -f {gate}; exit {code}"
+    return stand_in(tmp_path, script, **kwargs), gate
+
+
+async def ready_times(managed: StandIn, gate: Path, count: int) -> list[float]:
+    """When each of the next ``count`` runs of ``managed`` was ready; each is let exit once seen."""
+    seen: list[float] = []
+    while len(seen) < count:
+        await managed.ready.wait_value(True)
+        seen.append(trio.current_time())
+        gate.touch()  # noqa: ASYNC240 (an empty file; a thread would let the mock clock jump)
+        await managed.ready.wait_value(False)
+    return seen
+
+
 async def test_a_crashing_containerd_is_restarted_with_backoff(
     autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
-    managed = stand_in(tmp_path, "sleep 0.05; exit 5")
-    starts: list[float] = []
+    managed, gate = gated(tmp_path, 5)
     async with trio.open_nursery() as nursery:
         await nursery.start(managed.run)
-        starts.append(trio.current_time())
-        while len(starts) < 8:
-            await managed.pid.wait_value(lambda pid: pid is not None)
-            starts.append(trio.current_time())
-            await managed.pid.wait_value(None)
+        starts = await ready_times(managed, gate, 7)  # the first start, then six restarts
         nursery.cancel_scope.cancel()
-    # the first start (seen twice: when reported and in the loop), then six restarts
-    assert [b - a for a, b in itertools.pairwise(starts[1:])] == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0]
+    assert [b - a for a, b in itertools.pairwise(starts)] == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0]
     assert managed.restarts == 6
 
 
 async def test_the_count_starts_again_after_a_long_run(
     autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
-    # long enough to be seen ready first, as the other schedules' stand-in (10 ms lost that race under load)
-    managed = stand_in(tmp_path, "sleep 0.05; exit 1", backoff=RestartBackoff(reset_after=0.0))
-    seen: list[float] = []
+    managed, gate = gated(tmp_path, 1, backoff=RestartBackoff(reset_after=0.0))
     async with trio.open_nursery() as nursery:
         await nursery.start(managed.run)
-        while len(seen) < 4:
-            await managed.pid.wait_value(lambda pid: pid is not None)
-            seen.append(trio.current_time())
-            await managed.pid.wait_value(None)
+        seen = await ready_times(managed, gate, 4)
         nursery.cancel_scope.cancel()
     # every run counts as long (reset_after 0): each restart waits the first delay again
-    assert [round(b - a) for a, b in itertools.pairwise(seen)] == [1, 1, 1]
+    assert [b - a for a, b in itertools.pairwise(seen)] == [1.0, 1.0, 1.0]
 
 
 async def test_a_first_start_that_fails_names_the_log(tmp_path: Path) -> None:
