@@ -108,6 +108,10 @@ def record_pod_event(sink: EventSink | None, pod: Pod, type_: str, reason: str, 
         sink(pod, type_, reason, message)
 
 
+def _creation_time(pod: Pod) -> str:
+    return (pod.metadata.creation_timestamp or "") if pod.metadata else ""
+
+
 @attrs.define(eq=False, kw_only=True)
 class Kubelet(PodsMixin, HostInterfaceMixin):
     """One node: the sync loop over the parts it is given (Go: ``pkg/kubelet.Kubelet``).
@@ -406,15 +410,18 @@ class Kubelet(PodsMixin, HostInterfaceMixin):
                 active = self.active_pods()
             return active
 
-        for pod in sorted(pods, key=lambda p: (p.metadata.creation_timestamp or "") if p.metadata else ""):
-            self._pod_manager.add_or_update(pod)
-            logger.info("pod added", extra=kv(pod=kobj(pod), uid=pod.uid))
-            known = self._pod_workers.is_known(pod.uid)  # then already among the active pods, if active
-            if self._reject_if_not_admitted(pod, active_pods):
-                continue
-            self._pod_workers.update_pod(UpdatePodOptions(UpdateType.CREATE, pod=pod))
-            if active is not None and not known and self._is_admitted_active(pod):
-                active.append(pod)
+        am = self._allocation_manager
+        # the admissions' allocations are checkpointed once, before any of these pods' workers runs
+        with am.state.batch() if am is not None else contextlib.nullcontext():
+            for pod in sorted(pods, key=_creation_time):
+                self._pod_manager.add_or_update(pod)
+                logger.info("pod added", extra=kv(pod=kobj(pod), uid=pod.uid))
+                known = self._pod_workers.is_known(pod.uid)  # then already among the active pods, if active
+                if self._reject_if_not_admitted(pod, active_pods):
+                    continue
+                self._pod_workers.update_pod(UpdatePodOptions(UpdateType.CREATE, pod=pod))
+                if active is not None and not known and self._is_admitted_active(pod):
+                    active.append(pod)
 
     def _reject_if_not_admitted(self, pod: Pod, active_pods: Callable[[], list[Pod]]) -> bool:
         """Go ``canAdmitPod`` + ``rejectPod``: against the active pods, in creation order."""

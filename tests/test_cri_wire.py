@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubelet_trio.cri.gen.runtime import v1 as pb
-from kubelet_trio.cri.wire import CriCodec, MalformedAnswer, decode, encode
+from kubelet_trio.cri.wire import CriCodec, ItemMemo, MalformedAnswer, decode, encode, generation
 
 # some CRI fields are deprecated: setting them at random warns
 pytestmark = pytest.mark.filterwarnings("ignore:.* is deprecated:DeprecationWarning")
@@ -177,3 +177,43 @@ def test_an_answer_that_does_not_decode_is_a_malformed_answer(data: bytes) -> No
     number: all one error type, which the CRI client turns into a failed call."""
     with pytest.raises(MalformedAnswer, match="cannot decode VersionResponse"):
         CriCodec().decode(data, pb.VersionResponse)
+
+
+def _container(i: int, state: pb.ContainerState = pb.ContainerState.CONTAINER_RUNNING) -> pb.Container:
+    return pb.Container(
+        id=f"c{i}",
+        metadata=pb.ContainerMetadata(name="app"),
+        state=state,
+        labels={"io.kubernetes.pod.uid": f"uid-{i}"},
+        annotations={"io.kubernetes.container.hash": "1"},
+    )
+
+
+def _listed(containers: list[pb.Container], memo: ItemMemo) -> list[pb.Container]:
+    answer = decode(pb.ListContainersResponse, encode(pb.ListContainersResponse(containers=containers)), memo)
+    return list(answer.containers)
+
+
+def test_a_relist_reuses_the_items_that_did_not_change() -> None:
+    memo = ItemMemo()
+    first = _listed([_container(i) for i in range(3)], memo)
+    changed = [_container(0), _container(1, pb.ContainerState.CONTAINER_EXITED), _container(2), _container(3)]
+    second = _listed(changed, memo)
+    assert second == changed  # equal to a plain decode...
+    assert second[0] is first[0] and second[2] is first[2]  # ...and the unchanged items not decoded again
+    assert second[1] is not first[1] and second[1].state == pb.ContainerState.CONTAINER_EXITED
+    # an answer filtered to one pod (a pod's status) finds the items of the full relist
+    assert _listed([_container(2)], memo)[0] is first[2]
+
+
+@pytest.mark.parametrize("live", [3, 100])
+def test_the_memo_keeps_two_generations_of_the_live_items(live: int) -> None:
+    """A node churning through 50 generations of its pods: what the memo holds stays bounded by the live
+    set, and the live items are found again after every turn of the generations."""
+    memo = ItemMemo()
+    bound = 2 * (generation(live) + live)  # each generation: its limit, and one answer past it
+    for round_ in range(50):
+        pods = [_container(round_ * 1000 + i) for i in range(live)]
+        first = _listed(pods, memo)
+        assert all(a is b for a, b in zip(first, _listed(pods, memo), strict=True))
+        assert len(memo._current) + len(memo._previous) <= bound

@@ -507,8 +507,9 @@ def _container_resources(pod: Pod) -> list[tuple[str, ResourceRequirements | Non
 
 def on_pods_removed(manager: AllocationManager, pods: Iterable[Pod]) -> None:
     """Go ``HandlePodRemoves``: the allocation goes, and pending resizes may fit now."""
-    for pod in pods:
-        manager.remove_pod(pod.uid)
+    with manager.state.batch():
+        for pod in pods:
+            manager.remove_pod(pod.uid)
     manager.retry_pending_resizes(TRIGGER_PODS_REMOVED)
 
 

@@ -21,10 +21,11 @@ delete ... before restarting Kubelet"); here it is logged and the state starts e
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -199,6 +200,8 @@ class ResourceState:
     #: starts at the first part that differs (FNV is a stream; the sum of the whole file took a byte loop)
     _summed: list[tuple[str, int]] = attrs.field(init=False, factory=list)
     _last_data: str | None = attrs.field(init=False, default=None)  # what the file holds
+    _batches: int = attrs.field(init=False, default=0)  # open :meth:`batch` blocks
+    _unwritten: bool = attrs.field(init=False, default=False)  # a change inside them
 
     def __attrs_post_init__(self) -> None:
         path = self.path
@@ -260,6 +263,19 @@ class ResourceState:
         if gone:
             self._store()
 
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """The changes made inside are written once, at the end: admitting or removing n pods together
+        takes one checksum and one fsync, not n (each sums the whole file, and an fsync stalls the event
+        loop). The caller does not yield inside, so no task acts on a change before it is on disk."""
+        self._batches += 1
+        try:
+            yield
+        finally:
+            self._batches -= 1
+            if not self._batches and self._unwritten:
+                self._store()
+
     def _pod_part(self, uid: str) -> str:
         part = self._pod_json.get(uid)
         if part is None:
@@ -284,6 +300,10 @@ class ResourceState:
         path = self.path
         if path is None:
             return
+        if self._batches:
+            self._unwritten = True
+            return
+        self._unwritten = False
         parts = [self._pod_part(uid) for uid in sorted(self._entries)]
         data = _data(parts)
         if data == self._last_data:

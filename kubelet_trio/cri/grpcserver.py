@@ -275,6 +275,7 @@ async def serve_contained(
         logger.info("Serving gRPC", extra=kv(service=what, socket=path))
     else:
         await bridge.call(server.start, sock=sock)
+        logger.debug("gRPC server took over its socket", extra=kv(service=what, socket=path))
     try:
         task_status.started()
         await trio.sleep_forever()

@@ -37,7 +37,7 @@ from kubelet_trio.cri import errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.h2channel import H2Channel, open_h2_channel
 from kubelet_trio.cri.runtime import CRI_API_VERSION
-from kubelet_trio.cri.wire import CriCodec, MalformedAnswer, encode
+from kubelet_trio.cri.wire import CriCodec, ItemMemo, MalformedAnswer, encode
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +88,9 @@ class CriRuntime:
     image_channel: H2Channel
     #: Where failures contained per call are counted (the node's metrics; None: only logged).
     boundary_errors: BoundaryErrors | None = None
+    #: the listed sandboxes and containers already decoded, by their bytes (see :class:`ItemMemo`)
+    _sandboxes: ItemMemo = attrs.field(init=False, factory=ItemMemo)
+    _containers: ItemMemo = attrs.field(init=False, factory=ItemMemo)
 
     async def _call(
         self,
@@ -98,6 +101,7 @@ class CriRuntime:
         answer: type[M],
         *,
         limit: float | None,
+        memo: ItemMemo | None = None,
     ) -> M:
         """Run one RPC under ``limit`` seconds (None: only the caller's deadline applies)."""
         remaining = trio.current_effective_deadline() - trio.current_time()
@@ -105,7 +109,7 @@ class CriRuntime:
         try:
             with trio.fail_after(budget):
                 data = await channel.unary(path, encode(request))
-            response: M = _CODEC.decode(data, answer)
+            response: M = _CODEC.decode(data, answer, memo)
             return response
         except trio.TooSlowError as exc:
             raise errors.DeadlineExceededError(op, f"no answer within {budget:.3g}s") from exc
@@ -126,11 +130,18 @@ class CriRuntime:
         return errors.CriCallError(op, message, code="INTERNAL")
 
     def _rt(
-        self, op: str, answer: type[M], request: betterproto2.Message, *, limit: float | None = -1.0
+        self,
+        op: str,
+        answer: type[M],
+        request: betterproto2.Message,
+        *,
+        limit: float | None = -1.0,
+        memo: ItemMemo | None = None,
     ) -> Awaitable[M]:
         """The RuntimeService call ``op`` (its method name)."""
         bound = self.request_timeout if limit == -1.0 else limit
-        return self._call(op, self.runtime_channel, RUNTIME_SERVICE + op, request, answer, limit=bound)
+        path = RUNTIME_SERVICE + op
+        return self._call(op, self.runtime_channel, path, request, answer, limit=bound, memo=memo)
 
     def _img(
         self, op: str, answer: type[M], request: betterproto2.Message, *, limit: float | None = -1.0
@@ -180,7 +191,10 @@ class CriRuntime:
 
     async def list_pod_sandbox(self, filter: pb.PodSandboxFilter | None = None) -> list[pb.PodSandbox]:
         resp = await self._rt(
-            "ListPodSandbox", pb.ListPodSandboxResponse, pb.ListPodSandboxRequest(filter=filter)
+            "ListPodSandbox",
+            pb.ListPodSandboxResponse,
+            pb.ListPodSandboxRequest(filter=filter),
+            memo=self._sandboxes,
         )
         return list(resp.items)
 
@@ -221,7 +235,10 @@ class CriRuntime:
 
     async def list_containers(self, filter: pb.ContainerFilter | None = None) -> list[pb.Container]:
         resp = await self._rt(
-            "ListContainers", pb.ListContainersResponse, pb.ListContainersRequest(filter=filter)
+            "ListContainers",
+            pb.ListContainersResponse,
+            pb.ListContainersRequest(filter=filter),
+            memo=self._containers,
         )
         return list(resp.containers)
 

@@ -46,7 +46,9 @@ class RuntimeService(Protocol):
         self, pod_sandbox_id: str, verbose: bool = False
     ) -> pb.PodSandboxStatusResponse: ...
 
-    async def list_pod_sandbox(self, filter: pb.PodSandboxFilter | None = None) -> list[pb.PodSandbox]: ...
+    async def list_pod_sandbox(self, filter: pb.PodSandboxFilter | None = None) -> list[pb.PodSandbox]:
+        """The sandboxes matching ``filter``; the messages may be shared with later answers: read only."""
+        ...
 
     async def create_container(
         self, pod_sandbox_id: str, config: pb.ContainerConfig, sandbox_config: pb.PodSandboxConfig
@@ -62,7 +64,9 @@ class RuntimeService(Protocol):
 
     async def remove_container(self, container_id: str) -> None: ...
 
-    async def list_containers(self, filter: pb.ContainerFilter | None = None) -> list[pb.Container]: ...
+    async def list_containers(self, filter: pb.ContainerFilter | None = None) -> list[pb.Container]:
+        """The containers matching ``filter``; the messages may be shared with later answers: read only."""
+        ...
 
     async def container_status(
         self, container_id: str, verbose: bool = False

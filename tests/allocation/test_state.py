@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -143,3 +144,30 @@ def test_the_checksum_resumed_from_unchanged_pods_is_the_whole_files(ops: list[t
                 expected.pop(uid, None)
             if path.exists():
                 assert path.read_bytes() == encode(expected)
+
+
+def test_a_batch_of_changes_is_written_once_at_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / ALLOCATED_PODS_STATE_FILE
+    writes: list[str] = []
+    replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: (writes.append(str(dst)), replace(src, dst))[1])
+    state = ResourceState(str(tmp_path), ALLOCATED_PODS_STATE_FILE)
+    state.set_pod("u1", {"app": req(cpu="1")})
+    assert writes == [str(path)]
+    with state.batch():
+        state.set_pod("u2", {"app": req(cpu="2")})
+        with state.batch():  # nested: still one write, at the outer end
+            state.set_pod("u3", {"app": req(cpu="3")})
+        state.remove_pod("u1")
+        assert writes == [str(path)] and decode(path.read_bytes()) == {"u1": {"app": req(cpu="1")}}
+    assert writes == [str(path)] * 2
+    assert path.read_bytes() == encode({"u2": {"app": req(cpu="2")}, "u3": {"app": req(cpu="3")}})
+    with state.batch():  # nothing changed: nothing written
+        state.set_pod("u2", {"app": req(cpu="2000m")})
+    assert len(writes) == 2
+    with pytest.raises(RuntimeError), state.batch():  # a failure inside still writes what changed
+        state.remove_pod("u3")
+        raise RuntimeError
+    assert decode(path.read_bytes()) == {"u2": {"app": req(cpu="2")}}
