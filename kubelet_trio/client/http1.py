@@ -391,8 +391,12 @@ class Http1Pool:
             await self._discard(connection)
             raise
         if connection.reusable() and len(self.idle) < self.max_idle:
-            connection.idle_since = trio.current_time()
+            connection.idle_since = now = trio.current_time()
             self.idle.append(connection)
+            # the most recent is taken first, so those a burst left at the bottom are closed here once
+            # expired (else each would hold its socket and TLS buffers until the server closed it)
+            while now - self.idle[0].idle_since >= self.keepalive_expiry:
+                await self._discard(self.idle.pop(0))
         else:
             await self._discard(connection)
         return Http1Response(response.status_code, Headers(response.headers), content)

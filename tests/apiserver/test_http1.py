@@ -173,6 +173,30 @@ async def test_idle_connections_expire_on_trio_time(
         await pool.aclose()
 
 
+async def test_connections_a_burst_left_idle_are_closed_once_expired(
+    serve: Serve, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A request every 10 s reuses the newest idle connection; the four others a burst of five left
+    below it are closed when their minute is up, not kept until the server closes them."""
+    server = await serve(lambda _n, _head: answer(RAW))
+    pool = Http1Pool("127.0.0.1", server.port, None, keepalive_expiry=60.0)
+    try:
+        async with trio.open_nursery() as nursery:
+            for _ in range(5):
+                nursery.start_soon(pool.request, "GET", "/a", [], None)
+        assert pool.opened == 5 and len(pool.idle) == len(pool.open) == 5
+        for _ in range(5):
+            await trio.sleep(10)
+            await pool.request("GET", "/a", [], None)
+        assert len(pool.idle) == 5  # 50 s: none expired yet
+        for _ in range(2):
+            await trio.sleep(10)
+            await pool.request("GET", "/a", [], None)
+        assert len(pool.idle) == len(pool.open) == 1 and pool.opened == 5
+    finally:
+        await pool.aclose()
+
+
 async def test_max_connections_makes_requests_wait(serve: Serve) -> None:
     release = trio.Event()
     answered = 0
