@@ -395,7 +395,7 @@ class Http1Pool:
             self.idle.append(connection)
             # the most recent is taken first, so those a burst left at the bottom are closed here once
             # expired (else each would hold its socket and TLS buffers until the server closed it)
-            while now - self.idle[0].idle_since >= self.keepalive_expiry:
+            while self.idle and self._expired(self.idle[0], now):
                 await self._discard(self.idle.pop(0))
         else:
             await self._discard(connection)
@@ -421,11 +421,14 @@ class Http1Pool:
         finally:
             await self._discard(connection)
 
+    def _expired(self, connection: _Connection, now: float) -> bool:
+        return now - connection.idle_since >= self.keepalive_expiry
+
     async def _take(self) -> _Connection:
         now = trio.current_time()
         while self.idle:
             connection = self.idle.pop()
-            if now - connection.idle_since < self.keepalive_expiry and not connection.peer_closed():
+            if not self._expired(connection, now) and not connection.peer_closed():
                 return connection
             await self._discard(connection)
         return await self._open()

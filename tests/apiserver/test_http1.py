@@ -197,6 +197,18 @@ async def test_connections_a_burst_left_idle_are_closed_once_expired(
         await pool.aclose()
 
 
+async def test_a_zero_keepalive_expiry_keeps_no_connection(serve: Serve) -> None:
+    server = await serve(lambda _n, _head: answer(RAW))
+    pool = Http1Pool("127.0.0.1", server.port, None, keepalive_expiry=0.0)
+    try:
+        for _ in range(2):
+            assert (await pool.request("GET", "/a", [], None)).content == RAW
+            assert pool.idle == [] and not pool.open
+        assert pool.opened == 2
+    finally:
+        await pool.aclose()
+
+
 async def test_max_connections_makes_requests_wait(serve: Serve) -> None:
     release = trio.Event()
     answered = 0
