@@ -102,8 +102,22 @@ class AsyncioThread:
                 task.cancel()
             if pending:
                 self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self._abort_transports()
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
+
+    def _abort_transports(self) -> None:
+        """Abort the sockets still open on the loop, and let their ``connection_lost`` run. A transport
+        closed with bytes unsent to a peer that stopped reading waits for them forever: closing the loop
+        leaves its socket to the garbage collector, at a time nobody chose."""
+        import asyncio
+
+        transports = getattr(self.loop, "_transports", None)  # the selector loop's fd -> transport map
+        if transports is None:
+            return
+        for transport in list(transports.values()):
+            transport.abort()
+        self.loop.run_until_complete(asyncio.sleep(0))
 
     def get(self) -> AsyncioThread:
         """A running bridge is its own :class:`AsyncioThreadSource`."""

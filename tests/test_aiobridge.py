@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import pathlib
+import socket
 import threading
 
 import pytest
 import trio
 import trio.lowlevel
+import trio.socket
 
 from kubelet_trio import aiobridge
 from kubelet_trio.aiobridge import (
@@ -163,3 +166,30 @@ async def test_closing_waits_for_a_stuck_loop_a_bounded_time(
         assert record.getMessage() == "The asyncio thread did not stop in time; going on without it"
     finally:
         release.set()  # the thread ends
+
+
+async def test_closing_aborts_a_connection_stuck_with_unsent_bytes(tmp_path: pathlib.Path) -> None:
+    """A connection closed while its peer had stopped reading waits for its unsent bytes forever: closing
+    the bridge aborts it, so its socket is closed then and the peer sees the end of the stream."""
+    path = str(tmp_path / "peer.sock")
+    listener = trio.socket.socket(trio.socket.AF_UNIX)
+    await listener.bind(path)
+    listener.listen()
+
+    async def write_and_close() -> socket.socket:
+        transport, _ = await asyncio.get_running_loop().create_unix_connection(asyncio.Protocol, path)
+        transport.write(b"x" * (16 * 1024 * 1024))  # far more than the socket buffers hold
+        transport.close()
+        assert transport.is_closing() and transport.get_write_buffer_size() > 0
+        sock: socket.socket = transport.get_extra_info("socket")
+        return sock
+
+    with trio.fail_after(10):
+        async with open_asyncio_thread() as bridge:
+            sock = await bridge.call(write_and_close)
+            peer, _ = await listener.accept()  # and reads nothing while the bridge is open
+        assert sock.fileno() == -1
+        with peer:
+            while await peer.recv(1 << 20):
+                pass
+    listener.close()
