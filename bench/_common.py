@@ -14,6 +14,7 @@ import platform
 import secrets
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -375,11 +376,22 @@ def node_ready(client: httpx.Client, node: str) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-def wait_node_ready(plane: ControlPlane, node: str, proc: subprocess.Popen[bytes], log: Path) -> float:
-    """Seconds until the node object says Ready; the daemon's log tail when it exits or times out."""
+def wait_node_ready(
+    plane: ControlPlane, node: str, proc: subprocess.Popen[bytes], log: Path, port: int
+) -> float:
+    """Seconds until the node object says Ready and the kubelet's server on ``port`` accepts (a node can
+    be Ready before its kubelet listens); the daemon's log tail when it exits or times out."""
     t0 = time.monotonic()
+
+    def serving() -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return False
+        return True
+
     with plane.http_client() as client:
-        while not node_ready(client, node):
+        while not (node_ready(client, node) and serving()):
             if proc.poll() is not None or time.monotonic() - t0 > NODE_READY_TIMEOUT:
                 raise RuntimeError(f"node {node} not Ready (exit {proc.poll()}); log tail:\n{log_tail(log)}")
             time.sleep(0.25)
@@ -436,7 +448,7 @@ def trio_kubelet(
                 start_new_session=True,
             )
         try:
-            wait_node_ready(plane, TRIO_NODE, proc, log)
+            wait_node_ready(plane, TRIO_NODE, proc, log, port)
             yield KubeletProcess(proc, port)
         finally:
             stop_process(proc)
@@ -522,7 +534,7 @@ def go_kubelet(
         with log.open("wb") as out:
             proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            wait_node_ready(plane, GO_NODE, proc, log)
+            wait_node_ready(plane, GO_NODE, proc, log, port)
             yield KubeletProcess(proc, port)
         finally:
             stop_process(proc)

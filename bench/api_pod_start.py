@@ -28,6 +28,9 @@ Go kubelet. Prints JSON.
   to be cleaned up.
 - Per run, where the time went as a client sees it: all pods reported running, then (median per pod)
   running → Ready reported; all reported terminated after the delete, then gone. Medians are per key.
+- Per run, a timeline from the watch: when the pods' containers started (the runtime's ``startedAt``,
+  whole seconds), were reported running and were reported Ready, each as the first, 10th, 50th and 90th
+  percentile and last pod (``started_p50_s``...), seconds after the creates.
 - Per run, the API server's own count of requests on pods and events from the creates to all Ready
   (``to_ready_apiserver_<verb>_<resource>[_<subresource>]``, this benchmark's creates left out): the
   same measure for both kubelets.
@@ -43,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import datetime
 import json
 import os
 import platform
@@ -143,6 +147,7 @@ class PodWatch:
     def __init__(self, n: int) -> None:
         self.n = n
         self.running_at: dict[str, float] = {}
+        self.started_at: dict[str, float] = {}  # the runtime's startedAt (whole seconds), on this clock
         self.terminated_at: dict[str, float] = {}
         self.ready_at: dict[str, float] = {}
         self.deleted_at: dict[str, float] = {}
@@ -167,6 +172,8 @@ class PodWatch:
                     state = app_state(event.object)
                     if "running" in state:
                         self.running_at.setdefault(name, now)
+                        if name not in self.started_at and (started := state["running"].get("startedAt")):
+                            self.started_at[name] = now - (time.time() - parse_rfc3339(started))
                     if "terminated" in state:
                         self.terminated_at.setdefault(name, now)
                     if is_ready(event.object) and name not in self.ready_at:
@@ -310,9 +317,32 @@ async def api_run(
         out["running_to_ready_reported_median_s"] = round(
             statistics.median(watch.ready_at[p] - watch.running_at[p] for p in names), 3
         )
+    for stage, times in (
+        ("started", watch.started_at),
+        ("running_reported", watch.running_at),
+        ("ready_reported", watch.ready_at),
+    ):
+        out.update(timeline(stage, [at - t0 for at in times.values()]))
     if len(watch.terminated_at) == n:
         out["delete_to_terminated_reported_s"] = round(max(watch.terminated_at.values()) - t1, 3)
     return out
+
+
+def timeline(stage: str, after_create: list[float]) -> dict[str, float]:
+    """When the pods reached ``stage``, seconds after the creates: the first, the 10th, 50th and 90th
+    percentiles and the last (``<stage>_p0_s`` ... ``<stage>_p100_s``), to see where a run's time went."""
+    if not after_create:
+        return {}
+    ordered = sorted(after_create)
+    return {
+        f"{stage}_p{q}_s": round(ordered[min(len(ordered) - 1, len(ordered) * q // 100)], 3)
+        for q in (0, 10, 50, 90, 100)
+    }
+
+
+def parse_rfc3339(stamp: str) -> float:
+    """Seconds since the epoch of an API timestamp (``2026-11-29T12:00:00Z``)."""
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def steady_state(plane: ControlPlane, node: str, image: str, pid: int, seconds: float) -> dict[str, Any]:
@@ -419,6 +449,7 @@ def main() -> int:
     parser.add_argument("--steady-seconds", type=float, default=60.0, help="0 skips the steady state")
     parser.add_argument("--skip-go", action="store_true", help="do not run the Go kubelet even when built")
     parser.add_argument("--skip-trio", action="store_true", help="no floor and no kubelet-trio (debugging)")
+    parser.add_argument("--skip-floor", action="store_true", help="no CRI floor runs (investigation)")
     parser.add_argument("--skip-go-default-qps", action="store_true", help="no Go kubelet run at QPS 5")
     parser.add_argument("--api", choices=("auto", "envtest", "fake"), default="auto")
     parser.add_argument("--log-dir", type=Path, default=None, help="keep the kubelets' logs here")
@@ -478,11 +509,14 @@ def main() -> int:
             )
             trio_image = cri.images.busybox
             floor_of = partial(floor_once, floor.endpoint, floor.images.busybox, workdir=workdir)
-            subjects += [
-                Subject("cri_floor", partial(floor_of, probe_period=None)),
-                Subject("cri_floor_probing", partial(floor_of, probe_period=PROBE_PERIOD)),
-                Subject("kubelet_trio", partial(_api_once, plane.kubeconfig, TRIO_NODE, trio_image, mine)),
-            ]
+            if not args.skip_floor:
+                subjects += [
+                    Subject("cri_floor", partial(floor_of, probe_period=None)),
+                    Subject("cri_floor_probing", partial(floor_of, probe_period=PROBE_PERIOD)),
+                ]
+            subjects.append(
+                Subject("kubelet_trio", partial(_api_once, plane.kubeconfig, TRIO_NODE, trio_image, mine))
+            )
             if args.steady_seconds > 0:  # first: no leftovers of earlier pods for the kubelet to clean up
                 steady["kubelet_trio"] = steady_state(
                     plane, TRIO_NODE, trio_image, mine.pid, args.steady_seconds

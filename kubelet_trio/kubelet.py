@@ -533,10 +533,15 @@ class Kubelet(PodsMixin, HostInterfaceMixin):
         self._pod_workers.update_pod(UpdatePodOptions(UpdateType.SYNC, pod=pod))
 
     async def _remove_dead_containers(self, uid: str) -> None:
-        """Keep the newest max(maxPerPodContainer, 1) dead instances of each container (Go's deletor)."""
+        """Keep the newest max(maxPerPodContainer, 1) dead instances of each container, none once the pod
+        is deleted and terminated or evicted (Go's deletor, ``ShouldPodContentBeRemoved``): a deleted
+        pod's containers go as they die, not a GC period later."""
         keep = self.config.maximum_dead_containers_per_container
+        remove_all = self._pod_workers.is_content_removable(uid)
         try:
-            await self._kube_runtime.remove_dead_containers(self._cache.get(uid), keep_per_container=keep)
+            await self._kube_runtime.remove_dead_containers(
+                self._cache.get(uid), keep_per_container=keep, remove_all=remove_all
+            )
         except Exception as exc:
             logger.warning("removing dead containers failed", extra=kv(uid=uid, error=exc))
 

@@ -283,6 +283,14 @@ class PodWorkers:
             raise KeyError(f"no pod worker for uid {uid}")
         await status.done.wait()
 
+    def is_content_removable(self, uid: str) -> bool:
+        """Go ``ShouldPodContentBeRemoved``: evicted, or deleted and terminated; a pod no worker has seen
+        once the sources have synced."""
+        status = self._statuses.get(uid)
+        if status is None:
+            return self._pods_synced
+        return status.evicted or (status.deleted and status.terminated_at is not None)
+
     def could_have_running_containers(self, uid: str) -> bool:
         status = self._statuses.get(uid)
         if status is None:

@@ -10,7 +10,7 @@
   the newest of a pod that is still wanted; log directories of removed pods go (all sources ready).
 - :meth:`ContainerGC.remove_dead_containers`: per container name of a pod, keep the newest
   ``max(keep, 1)`` dead instances (the newest is what restart counts and crash-loop backoff read) and
-  remove the older ones, log files first.
+  remove the older ones, log files first; all of them for a pod whose content should be removed.
 - :meth:`ContainerGC.collect_orphans`: runtime pods that are no longer desired and are fully stopped
   (no running container, no ready sandbox) lose their containers, sandboxes and log directory. Pods
   that still run are left to the kubelet's kill path.
@@ -102,13 +102,18 @@ class ContainerGC:
     pod_logs_dir: str
 
     async def remove_dead_containers(
-        self, status: PodStatus, keep_per_container: int = DEFAULT_MAX_PER_POD_CONTAINER
+        self,
+        status: PodStatus,
+        keep_per_container: int = DEFAULT_MAX_PER_POD_CONTAINER,
+        *,
+        remove_all: bool = False,
     ) -> list[str]:
-        """Remove all but the newest ``max(keep_per_container, 1)`` dead instances per container name.
+        """Remove all but the newest ``max(keep_per_container, 1)`` dead instances per container name;
+        with ``remove_all`` (a deleted pod its worker has terminated, or an evicted one) every one.
 
         Unknown-state instances are stopped before removal. Returns the removed container ids.
         """
-        keep = max(keep_per_container, 1)
+        keep = 0 if remove_all else max(keep_per_container, 1)
         dead: dict[str, list[ContainerStatus]] = {}
         for instance in status.container_statuses:  # newest first
             if instance.state in _DEAD:

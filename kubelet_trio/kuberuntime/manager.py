@@ -976,9 +976,13 @@ class KubeRuntimeManager:
     # --- garbage collection ---------------------------------------------------------------------
 
     async def remove_dead_containers(
-        self, status: PodStatus, keep_per_container: int = DEFAULT_MAX_PER_POD_CONTAINER
+        self,
+        status: PodStatus,
+        keep_per_container: int = DEFAULT_MAX_PER_POD_CONTAINER,
+        *,
+        remove_all: bool = False,
     ) -> list[str]:
-        return await self.gc.remove_dead_containers(status, keep_per_container)
+        return await self.gc.remove_dead_containers(status, keep_per_container, remove_all=remove_all)
 
     async def collect_orphans(self, desired_uids: Collection[str]) -> list[str]:
         """Remove stopped pods of this node that are not desired: containers, sandboxes, log dirs."""

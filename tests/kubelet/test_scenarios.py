@@ -15,6 +15,8 @@ import trio.testing
 
 from kubelet_trio.api import Pod, PodStatus
 from kubelet_trio.container.types import ContainerState
+from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.kuberuntime.labels import POD_UID_LABEL
 from kubelet_trio.sim.runtime import SimRuntime
 from kubelet_trio.testing.node import SimNode, open_sim_node
 from kubelet_trio.testing.pods import container_status, is_running, pod_manifest
@@ -333,6 +335,29 @@ async def test_dead_containers_pruned_to_one_per_container(autojump_clock: trio.
         await trio.sleep(3)
         exited = [c for c in await node.sim.list_containers() if c.state.name == "CONTAINER_EXITED"]
         assert len(exited) <= 1
+
+
+async def test_a_deleted_pods_containers_are_removed_as_they_die(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Go's deletor removes every dead container of a deleted pod once its worker has terminated it,
+    not a container GC period (60 s) later; a pod that stays keeps its newest dead instance."""
+    async with open_sim_node() as node:
+        gone, kept = await node.apply(
+            pod_manifest("gone", {"app": "run", "side": "run"}),
+            pod_manifest("kept", {"app": "exit 1 after 1s"}),
+        )
+        await node.wait_for(gone, lambda s: is_running(s, "app") and is_running(s, "side"))
+        await node.wait_for(kept, lambda s: restart_count(s, "app") >= 1)
+        await node.delete(gone, grace_period_seconds=0)
+        await node.wait_terminated(gone)
+
+        async def containers_of(pod: Pod) -> list[pb.Container]:
+            return await node.sim.list_containers(pb.ContainerFilter(label_selector={POD_UID_LABEL: pod.uid}))
+
+        await trio.sleep(5)  # the next relist or two, not the 60 s GC
+        assert await containers_of(gone) == []
+        assert await containers_of(kept)  # its newest dead instance at least
 
 
 async def test_two_nodes_share_one_runtime(autojump_clock: trio.testing.MockClock) -> None:

@@ -126,6 +126,26 @@ async def test_remove_dead_containers_keeps_newest_dead_per_name(env: Env, autoj
     assert restarted is not None and restarted.restart_count == crash[0].restart_count + 1
 
 
+async def test_remove_dead_containers_of_a_removable_pod_removes_every_one(
+    env: Env, autojump_clock: MockClock
+) -> None:
+    pod = make_pod([app("crash"), app("steady")], scripts={"crash": "exit 1 after 1s", "steady": "run"})
+    while len((status := await env.status(pod)).instances("crash")) < 2 or any(
+        c.state is not ContainerState.EXITED for c in status.instances("crash")
+    ):
+        result = await env.sync(pod)
+        until = result.earliest_backoff()
+        await trio.sleep_until(until if until is not None else trio.current_time() + 1)
+    crash = status.instances("crash")
+
+    removed = await env.mgr.remove_dead_containers(status, remove_all=True)
+    assert removed == [c.id for c in crash]
+    after = await env.status(pod)
+    assert after.instances("crash") == []
+    assert [c.state for c in after.instances("steady")] == [ContainerState.RUNNING]  # running ones stay
+    assert list((env.logs / "default_web_uid-1" / "crash").iterdir()) == []
+
+
 async def test_collect_orphans(make_env: EnvFactory, autojump_clock: MockClock) -> None:
     env = await make_env()
     other = attrs.evolve(env.mgr, node_name="node-b")
