@@ -28,6 +28,9 @@ Go kubelet. Prints JSON.
   to be cleaned up.
 - Per run, where the time went as a client sees it: all pods reported running, then (median per pod)
   running → Ready reported; all reported terminated after the delete, then gone. Medians are per key.
+- After each kubelet's run, untimed, until its runtime holds no container (at most 30 s:
+  ``gone_to_runtime_empty_s``), so that its removals of the deleted pods' containers fall on no other
+  subject's run.
 - Per run, a timeline from the watch: when the pods' containers started (the runtime's ``startedAt``,
   whole seconds), were reported running and were reported Ready, each as the first, 10th, 50th and 90th
   percentile and last pod (``started_p50_s``...), seconds after the creates.
@@ -105,6 +108,8 @@ STEADY_PROBE_PERIOD = 10
 #: The readiness probe period of the timed runs' pods (seconds).
 PROBE_PERIOD = 1
 SETTLE_SECONDS = 5.0  # after the steady pods are Ready, before measuring
+#: After a kubelet's run, how long to wait at most for its runtime to hold no container (seconds).
+SETTLE_TIMEOUT = 30.0
 ORDER = (
     "interleaved: both kubelets up from the start (each idle while the other is measured); per size and "
     "round one run each of the CRI floor, the probing floor, kubelet-trio and the Go kubelet"
@@ -515,7 +520,10 @@ def main() -> int:
                     Subject("cri_floor_probing", partial(floor_of, probe_period=PROBE_PERIOD)),
                 ]
             subjects.append(
-                Subject("kubelet_trio", partial(_api_once, plane.kubeconfig, TRIO_NODE, trio_image, mine))
+                Subject(
+                    "kubelet_trio",
+                    partial(_api_once, plane.kubeconfig, TRIO_NODE, trio_image, mine, cri.endpoint),
+                )
             )
             if args.steady_seconds > 0:  # first: no leftovers of earlier pods for the kubelet to clean up
                 steady["kubelet_trio"] = steady_state(
@@ -535,7 +543,9 @@ def main() -> int:
                     steady["go_kubelet"] = steady_state(
                         plane, GO_NODE, go_cri.images.busybox, go.pid, args.steady_seconds
                     )
-                go_run = partial(_api_once, plane.kubeconfig, GO_NODE, go_cri.images.busybox, go)
+                go_run = partial(
+                    _api_once, plane.kubeconfig, GO_NODE, go_cri.images.busybox, go, go_cri.endpoint
+                )
                 subjects.append(Subject("go_kubelet", go_run))
             except RuntimeError as err:
                 out["go_kubelet"] = {"error": str(err)}
@@ -560,7 +570,16 @@ def main() -> int:
             with go_kubelet(plane, go_cri, workdir / "go", args.log_dir, qps=False) as default_go:
                 for n in sizes:
                     results[n]["go_kubelet_default_qps"] = series(
-                        [_api_once(plane.kubeconfig, GO_NODE, go_cri.images.busybox, default_go, n)]
+                        [
+                            _api_once(
+                                plane.kubeconfig,
+                                GO_NODE,
+                                go_cri.images.busybox,
+                                default_go,
+                                go_cri.endpoint,
+                                n,
+                            )
+                        ]
                     )
     for n in sizes:
         r = results[n]
@@ -587,14 +606,32 @@ def main() -> int:
     return 0
 
 
-def _api_once(kubeconfig: Path, node: str, image: str, kubelet: KubeletProcess, n: int) -> dict[str, float]:
+def _api_once(
+    kubeconfig: Path, node: str, image: str, kubelet: KubeletProcess, endpoint: str, n: int
+) -> dict[str, float]:
     try:
-        return trio.run(partial(api_run, kubeconfig, node, image, n, kubelet=kubelet))
+        out = trio.run(partial(api_run, kubeconfig, node, image, n, kubelet=kubelet))
     except BaseExceptionGroup as group:  # a timeout raised within the run's nursery
         timeouts = group.subgroup(RuntimeError)
         if timeouts is None:
             raise
         raise RuntimeError("; ".join(str(e) for e in timeouts.exceptions)) from group
+    if (settled := trio.run(runtime_emptied, endpoint)) is not None:
+        out["gone_to_runtime_empty_s"] = settled
+    return out
+
+
+async def runtime_emptied(endpoint: str) -> float | None:
+    """Seconds until the kubelet's runtime holds no container (its removals of the deleted pods' dead
+    containers done), at most :data:`SETTLE_TIMEOUT` (None then): untimed, so that what a kubelet still
+    does after a run falls on no other subject's run."""
+    started = time.perf_counter()
+    async with open_cri_runtime(endpoint) as runtime:
+        with trio.move_on_after(SETTLE_TIMEOUT):
+            while await runtime.list_containers():  # noqa: ASYNC110 (an outside observer)
+                await trio.sleep(0.2)
+            return round(time.perf_counter() - started, 2)
+    return None
 
 
 if __name__ == "__main__":
