@@ -103,6 +103,7 @@ from kubelet_trio.testing.env import LocalCriEnvironment, missing_prerequisites
 NAMESPACE = "default"
 GRACE_SECONDS = 5
 PHASE_TIMEOUT = 300.0  # seconds for one create → Ready or delete → gone phase
+WATCH_REOPENS = 20  # how many times a run's watch may be opened again before the run gives up
 STEADY_PODS = 30
 STEADY_PROBE_PERIOD = 10
 #: The readiness probe period of the timed runs' pods (seconds).
@@ -162,39 +163,52 @@ class PodWatch:
     async def run(
         self, client: ApiClient, path: str, selector: str, *, task_status: trio.TaskStatus[None]
     ) -> None:
+        """Until every pod is DELETED; a watch the server (or a client bound) ends early is opened again
+        from the last resource version seen (an API server drops a watcher that falls behind)."""
         listed = await client.get(path, {"labelSelector": selector})
-        params = {
-            "labelSelector": selector,
-            "resourceVersion": listed["metadata"]["resourceVersion"],
-            "timeoutSeconds": str(int(PHASE_TIMEOUT * 3)),
-        }
-        async with client.open_watch(path, params) as events:
-            task_status.started()
-            async for event in events:
-                now = time.perf_counter()
-                name = event.object.get("metadata", {}).get("name", "")
-                if event.type in ("ADDED", "MODIFIED"):
-                    state = app_state(event.object)
-                    if "running" in state:
-                        self.running_at.setdefault(name, now)
-                        if name not in self.started_at and (started := state["running"].get("startedAt")):
-                            self.started_at[name] = now - (time.time() - parse_rfc3339(started))
-                    if "terminated" in state:
-                        self.terminated_at.setdefault(name, now)
-                    if is_ready(event.object) and name not in self.ready_at:
-                        self.ready_at[name] = now
-                        if len(self.ready_at) == self.n:
-                            self.all_ready.set()
-                elif event.type == "DELETED":
-                    if "terminated" in app_state(event.object):
-                        self.terminated_at.setdefault(name, now)
-                    self.deleted_at.setdefault(name, now)
-                    if len(self.deleted_at) == self.n:
-                        self.all_deleted.set()
+        version = listed["metadata"]["resourceVersion"]
+        started = False
+        for _ in range(WATCH_REOPENS):
+            params = {
+                "labelSelector": selector,
+                "resourceVersion": version,
+                "timeoutSeconds": str(int(PHASE_TIMEOUT * 3)),
+            }
+            async with client.open_watch(path, params) as events:
+                if not started:
+                    task_status.started()
+                    started = True
+                async for event in events:
+                    if event.type == "ERROR":
+                        raise RuntimeError(f"watch error: {event.object}")
+                    version = event.object.get("metadata", {}).get("resourceVersion", version)
+                    if self._seen(event.type, event.object, time.perf_counter()):
                         return
-                elif event.type == "ERROR":
-                    raise RuntimeError(f"watch error: {event.object}")
-        raise RuntimeError("watch ended before all pods were deleted")
+        raise RuntimeError(f"the watch ended {WATCH_REOPENS} times before all pods were deleted")
+
+    def _seen(self, kind: str, pod: dict[str, Any], now: float) -> bool:
+        """Record one watch event; True once every pod is DELETED."""
+        name = pod.get("metadata", {}).get("name", "")
+        if kind in ("ADDED", "MODIFIED"):
+            state = app_state(pod)
+            if "running" in state:
+                self.running_at.setdefault(name, now)
+                if name not in self.started_at and (started := state["running"].get("startedAt")):
+                    self.started_at[name] = now - (time.time() - parse_rfc3339(started))
+            if "terminated" in state:
+                self.terminated_at.setdefault(name, now)
+            if is_ready(pod) and name not in self.ready_at:
+                self.ready_at[name] = now
+                if len(self.ready_at) == self.n:
+                    self.all_ready.set()
+        elif kind == "DELETED":
+            if "terminated" in app_state(pod):
+                self.terminated_at.setdefault(name, now)
+            self.deleted_at.setdefault(name, now)
+            if len(self.deleted_at) == self.n:
+                self.all_deleted.set()
+                return True
+        return False
 
 
 _RUNTIME_OPERATIONS = re.compile(r'^kubelet_runtime_operations_total\{operation_type="(\w+)"\} (\S+)$', re.M)
