@@ -498,8 +498,8 @@ class Kubelet(PodsMixin, HostInterfaceMixin):
         pod = self._pod_manager.get(event.uid)
         if pod is not None:
             self._pod_workers.update_pod(UpdatePodOptions(UpdateType.SYNC, pod=pod))
-        if event.type is PodLifecycleEventType.CONTAINER_DIED and self._nursery is not None:
-            self._nursery.start_soon(self._remove_dead_containers, event.uid)
+        if event.type is PodLifecycleEventType.CONTAINER_DIED:
+            self._start_dead_container_removal(event.uid)
 
     def _handle_probe(self, update: ProbeUpdate) -> None:
         """Go: a liveness failure syncs the pod (which restarts the container); a readiness or startup
@@ -531,19 +531,6 @@ class Kubelet(PodsMixin, HostInterfaceMixin):
         ):
             self._status_manager.set_pod_status(pod, self.generate_status(pod, runtime_status))
         self._pod_workers.update_pod(UpdatePodOptions(UpdateType.SYNC, pod=pod))
-
-    async def _remove_dead_containers(self, uid: str) -> None:
-        """Keep the newest max(maxPerPodContainer, 1) dead instances of each container, none once the pod
-        is deleted and terminated or evicted (Go's deletor, ``ShouldPodContentBeRemoved``): a deleted
-        pod's containers go as they die, not a GC period later."""
-        keep = self.config.maximum_dead_containers_per_container
-        remove_all = self._pod_workers.is_content_removable(uid)
-        try:
-            await self._kube_runtime.remove_dead_containers(
-                self._cache.get(uid), keep_per_container=keep, remove_all=remove_all
-            )
-        except Exception as exc:
-            logger.warning("removing dead containers failed", extra=kv(uid=uid, error=exc))
 
     def _handle_sync_tick(self) -> None:
         due = set(self._pod_workers.due())

@@ -80,6 +80,7 @@ class PodsMixin:
     _object_prefetch: Callable[[Pod], Awaitable[None]] | None
     _data_dirs_made: set[str]
     _forget_pod_events: Callable[[Collection[str]], None] | None
+    _nursery: trio.Nursery | None
 
     if TYPE_CHECKING:  # defined on the Kubelet
 
@@ -134,6 +135,25 @@ class PodsMixin:
             raise TimeoutError(f"pod {pod.full_name} was not killed within its grace period {grace_period}s")
 
     # -- housekeeping and container GC ------------------------------------------------------------------
+
+    def _start_dead_container_removal(self, uid: str) -> None:
+        """Go's deletor, in the background: keep the newest max(maxPerPodContainer, 1) dead instances of
+        each container of ``uid``, none once the pod is deleted and terminated or evicted
+        (``ShouldPodContentBeRemoved``), so a deleted pod's containers go as it ends, not a GC period
+        later. Run when a container dies and when a pod's worker has terminated it (its containers may
+        have died before, while it was terminating)."""
+        if self._nursery is not None:
+            self._nursery.start_soon(self._remove_dead_containers, uid)
+
+    async def _remove_dead_containers(self, uid: str) -> None:
+        keep = self.config.maximum_dead_containers_per_container
+        remove_all = self._pod_workers.is_content_removable(uid)
+        try:
+            await self._kube_runtime.remove_dead_containers(
+                self._cache.get(uid), keep_per_container=keep, remove_all=remove_all
+            )
+        except Exception as exc:
+            logger.warning("removing dead containers failed", extra=kv(uid=uid, error=exc))
 
     def should_pod_content_be_removed(self, uid: str) -> bool:
         """Container GC: a pod no longer desired whose worker cannot have running containers."""
@@ -442,6 +462,7 @@ class PodsMixin:
         3. Report its final status, generated as terminal.
         4. Tell the status manager the pod is terminated (Go: ``TerminatePod``): containers never seen to
            end are reported as gone, and the phase becomes terminal.
+        5. A deleted or evicted pod's dead containers are removed, in the background.
         """
         self._data_dirs_made.discard(pod.uid)  # a restart of the same UID makes them again
         try:  # Go: WaitForUnmount
@@ -451,3 +472,5 @@ class PodsMixin:
         final = self.generate_status(pod, status, terminal=True)
         self._status_manager.set_pod_status(pod, final)
         self._status_manager.terminate_pod(pod)
+        if self._pod_workers.is_content_removable(pod.uid):
+            self._start_dead_container_removal(pod.uid)

@@ -10,13 +10,17 @@ import datetime as dt
 import math
 from typing import Any
 
+import attrs
+import pytest
 import trio
 import trio.testing
 
 from kubelet_trio.api import Pod, PodStatus
 from kubelet_trio.container.types import ContainerState
 from kubelet_trio.cri.gen.runtime import v1 as pb
+from kubelet_trio.kubelet import Kubelet
 from kubelet_trio.kuberuntime.labels import POD_UID_LABEL
+from kubelet_trio.pleg.events import PodLifecycleEvent, PodLifecycleEventType
 from kubelet_trio.sim.runtime import SimRuntime
 from kubelet_trio.testing.node import SimNode, open_sim_node
 from kubelet_trio.testing.pods import container_status, is_running, pod_manifest
@@ -358,6 +362,30 @@ async def test_a_deleted_pods_containers_are_removed_as_they_die(
         await trio.sleep(5)  # the next relist or two, not the 60 s GC
         assert await containers_of(gone) == []
         assert await containers_of(kept)  # its newest dead instance at least
+
+
+async def test_a_deleted_pods_containers_are_removed_when_it_ends_if_they_died_before(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container seen dead while its pod was still terminating is kept by the deletor (the pod could
+    yet run again); once the deleted pod's worker has terminated it, its dead containers go."""
+    handle_pleg = Kubelet._handle_pleg
+
+    def died_early(self: Kubelet, event: PodLifecycleEvent) -> None:  # every death seen before the end
+        if event.type is PodLifecycleEventType.CONTAINER_DIED:
+            event = attrs.evolve(event, type=PodLifecycleEventType.CONTAINER_CHANGED)
+        handle_pleg(self, event)
+
+    monkeypatch.setattr(Kubelet, "_handle_pleg", died_early)
+    async with open_sim_node() as node:
+        (pod,) = await node.apply(pod_manifest("gone", {"app": "run"}))
+        await node.wait_for(pod, lambda s: is_running(s, "app"))
+        await node.delete(pod, grace_period_seconds=0)
+        await node.wait_terminated(pod)
+        await trio.sleep(1)
+        assert (
+            await node.sim.list_containers(pb.ContainerFilter(label_selector={POD_UID_LABEL: pod.uid})) == []
+        )
 
 
 async def test_two_nodes_share_one_runtime(autojump_clock: trio.testing.MockClock) -> None:
