@@ -485,14 +485,15 @@ class ContainerLifecycle:
     # --- remove ---------------------------------------------------------------------------------
 
     async def remove_container(self, container_id: str) -> None:
-        """Remove a (non-running) container: its log file first, then the container. Gone is fine."""
+        """Remove a (non-running) container: its log file first, then the container. Gone is fine, also
+        when it goes meanwhile (a concurrent removal of the same dead container)."""
         try:
             response = await self.runtime.container_status(container_id)
+            if response.status is not None:
+                await self.run_sync(remove_container_log, response.status.log_path)
+            await self.runtime.remove_container(container_id)
         except cri_errors.NotFoundError:
             return
-        if response.status is not None:
-            await self.run_sync(remove_container_log, response.status.log_path)
-        await self.runtime.remove_container(container_id)
         logger.debug("container removed", extra=kv(id=container_id))
 
 

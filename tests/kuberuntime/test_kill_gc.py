@@ -8,6 +8,7 @@ import trio
 from trio.testing import MockClock
 
 from kubelet_trio.container.types import ContainerState
+from kubelet_trio.cri import errors as cri_errors
 from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.kuberuntime import running_pod_from_status
 from tests.kuberuntime.conftest import Env, EnvFactory, app, make_pod
@@ -181,3 +182,29 @@ async def test_collect_orphans(make_env: EnvFactory, autojump_clock: MockClock) 
         )
         == []
     )
+
+
+async def test_a_dead_container_removed_meanwhile_counts_as_removed(
+    env: Env, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two removals of one pod's dead containers can run at once (a container's death and the pod's
+    end): the one whose RemoveContainer finds the container gone has nothing left to do."""
+    pod = make_pod([app("crash")], scripts={"crash": "exit 1 after 1s"})
+    while len((status := await env.status(pod)).instances("crash")) < 2 or any(
+        c.state is not ContainerState.EXITED for c in status.instances("crash")
+    ):
+        result = await env.sync(pod)
+        until = result.earliest_backoff()
+        await trio.sleep_until(until if until is not None else trio.current_time() + 1)
+    sim_type = type(env.sim)
+    remove = sim_type.remove_container
+
+    async def removed_meanwhile(self: object, container_id: str) -> None:
+        await remove(self, container_id)  # type: ignore[arg-type]
+        raise cri_errors.NotFoundError("RemoveContainer", f"container {container_id!r}: not found")
+
+    monkeypatch.setattr(sim_type, "remove_container", removed_meanwhile)
+    removed = await env.mgr.remove_dead_containers(status, remove_all=True)
+    assert removed == [c.id for c in status.instances("crash")]
+    assert (await env.status(pod)).instances("crash") == []
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
