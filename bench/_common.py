@@ -403,10 +403,12 @@ def wait_node_ready(
 
 @attrs.frozen
 class KubeletProcess:
-    """A kubelet process under test and the port of its Kubelet API (``/metrics`` over TLS)."""
+    """A kubelet process under test, the port of its Kubelet API (``/metrics`` over TLS) and the CRI
+    endpoint of its runtime."""
 
     proc: subprocess.Popen[bytes]
     port: int
+    cri_endpoint: str
 
     @property
     def pid(self) -> int:
@@ -449,7 +451,7 @@ def trio_kubelet(
             )
         try:
             wait_node_ready(plane, TRIO_NODE, proc, log, port)
-            yield KubeletProcess(proc, port)
+            yield KubeletProcess(proc, port, cri.endpoint)
         finally:
             stop_process(proc)
 
@@ -535,7 +537,7 @@ def go_kubelet(
             proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             wait_node_ready(plane, GO_NODE, proc, log, port)
-            yield KubeletProcess(proc, port)
+            yield KubeletProcess(proc, port, cri.endpoint)
         finally:
             stop_process(proc)
             unmount_under(workdir / "root")

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import datetime
 import json
 import os
 import platform
@@ -95,6 +94,7 @@ from _common import (
     trio_kubelet,
 )
 
+from kubelet_trio.api.timefmt import parse_rfc3339
 from kubelet_trio.apimode import open_kubeconfig_client
 from kubelet_trio.client import ApiClient, ApiClientError
 from kubelet_trio.cri.remote import open_cri_runtime
@@ -194,7 +194,7 @@ class PodWatch:
             if "running" in state:
                 self.running_at.setdefault(name, now)
                 if name not in self.started_at and (started := state["running"].get("startedAt")):
-                    self.started_at[name] = now - (time.time() - parse_rfc3339(started))
+                    self.started_at[name] = now - (time.time() - parse_rfc3339(started).timestamp())
             if "terminated" in state:
                 self.terminated_at.setdefault(name, now)
             if is_ready(pod) and name not in self.ready_at:
@@ -359,11 +359,6 @@ def timeline(stage: str, after_create: list[float]) -> dict[str, float]:
     }
 
 
-def parse_rfc3339(stamp: str) -> float:
-    """Seconds since the epoch of an API timestamp (``2026-11-29T12:00:00Z``)."""
-    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-
-
 def steady_state(plane: ControlPlane, node: str, image: str, pid: int, seconds: float) -> dict[str, Any]:
     """30 Ready pods with 10 s exec probes: the kubelet's CPU share and RSS while nothing changes."""
     run_id = secrets.token_hex(4)
@@ -521,23 +516,20 @@ def main() -> int:
         mine: KubeletProcess | None = None
         trio_image = ""
         if not args.skip_trio:
-            floor = stack.enter_context(LocalCriEnvironment(workdir / "cri-floor"))
+            if not args.skip_floor:
+                floor = stack.enter_context(LocalCriEnvironment(workdir / "cri-floor"))
+                floor_of = partial(floor_once, floor.endpoint, floor.images.busybox, workdir=workdir)
+                subjects += [
+                    Subject("cri_floor", partial(floor_of, probe_period=None)),
+                    Subject("cri_floor_probing", partial(floor_of, probe_period=PROBE_PERIOD)),
+                ]
             cri = stack.enter_context(LocalCriEnvironment(workdir / "cri-trio"))
             mine = stack.enter_context(
                 trio_kubelet(plane, cri, workdir / "trio", args.log_dir, args.trio_arg)
             )
             trio_image = cri.images.busybox
-            floor_of = partial(floor_once, floor.endpoint, floor.images.busybox, workdir=workdir)
-            if not args.skip_floor:
-                subjects += [
-                    Subject("cri_floor", partial(floor_of, probe_period=None)),
-                    Subject("cri_floor_probing", partial(floor_of, probe_period=PROBE_PERIOD)),
-                ]
             subjects.append(
-                Subject(
-                    "kubelet_trio",
-                    partial(_api_once, plane.kubeconfig, TRIO_NODE, trio_image, mine, cri.endpoint),
-                )
+                Subject("kubelet_trio", partial(_api_once, plane.kubeconfig, TRIO_NODE, trio_image, mine))
             )
             if args.steady_seconds > 0:  # first: no leftovers of earlier pods for the kubelet to clean up
                 steady["kubelet_trio"] = steady_state(
@@ -557,9 +549,7 @@ def main() -> int:
                     steady["go_kubelet"] = steady_state(
                         plane, GO_NODE, go_cri.images.busybox, go.pid, args.steady_seconds
                     )
-                go_run = partial(
-                    _api_once, plane.kubeconfig, GO_NODE, go_cri.images.busybox, go, go_cri.endpoint
-                )
+                go_run = partial(_api_once, plane.kubeconfig, GO_NODE, go_cri.images.busybox, go)
                 subjects.append(Subject("go_kubelet", go_run))
             except RuntimeError as err:
                 out["go_kubelet"] = {"error": str(err)}
@@ -584,16 +574,7 @@ def main() -> int:
             with go_kubelet(plane, go_cri, workdir / "go", args.log_dir, qps=False) as default_go:
                 for n in sizes:
                     results[n]["go_kubelet_default_qps"] = series(
-                        [
-                            _api_once(
-                                plane.kubeconfig,
-                                GO_NODE,
-                                go_cri.images.busybox,
-                                default_go,
-                                go_cri.endpoint,
-                                n,
-                            )
-                        ]
+                        [_api_once(plane.kubeconfig, GO_NODE, go_cri.images.busybox, default_go, n)]
                     )
     for n in sizes:
         r = results[n]
@@ -620,9 +601,7 @@ def main() -> int:
     return 0
 
 
-def _api_once(
-    kubeconfig: Path, node: str, image: str, kubelet: KubeletProcess, endpoint: str, n: int
-) -> dict[str, float]:
+def _api_once(kubeconfig: Path, node: str, image: str, kubelet: KubeletProcess, n: int) -> dict[str, float]:
     try:
         out = trio.run(partial(api_run, kubeconfig, node, image, n, kubelet=kubelet))
     except BaseExceptionGroup as group:  # a timeout raised within the run's nursery
@@ -630,7 +609,7 @@ def _api_once(
         if timeouts is None:
             raise
         raise RuntimeError("; ".join(str(e) for e in timeouts.exceptions)) from group
-    if (settled := trio.run(runtime_emptied, endpoint)) is not None:
+    if (settled := trio.run(runtime_emptied, kubelet.cri_endpoint)) is not None:
         out["gone_to_runtime_empty_s"] = settled
     return out
 
