@@ -32,6 +32,7 @@ from kubelet_trio.logs import kobj, kv
 from kubelet_trio.prober.metrics import ProbeMetrics
 from kubelet_trio.prober.prober import Prober, probe_spec
 from kubelet_trio.prober.results import ProbeKind, ProbeResult, ProbeUpdate, ResultsManager
+from kubelet_trio.prober.slots import ExecSlots
 from kubelet_trio.prober.worker import ProbeWorker
 
 __all__ = ["UPDATES_CAPACITY", "ProbeManager"]
@@ -64,6 +65,7 @@ class ProbeManager:
         events: pod events (Unhealthy, ProbeWarning).
         initial_jitter: workers started within a period of the manager's start wait a random part of
             their period first (Go: so that a restarted kubelet does not probe everything at once).
+        exec_slots: how many exec probes are in the runtime at once (2 per CPU; Go has no bound).
     """
 
     runtime: RuntimeService
@@ -74,6 +76,7 @@ class ProbeManager:
     initial_jitter: bool = True
     rng: random.Random = attrs.Factory(random.Random)
     metrics: ProbeMetrics | None = None  # prober_probe_total and durations (/metrics/probes)
+    exec_slots: ExecSlots = attrs.Factory(ExecSlots)  # how many exec probes run at once
     results: ResultsManager = attrs.field(init=False, factory=ResultsManager)
     prober: Prober = attrs.field(init=False)
     started_at: float = attrs.field(init=False, default=0.0)
@@ -83,7 +86,7 @@ class ProbeManager:
     updates: trio.MemoryReceiveChannel[ProbeUpdate] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        self.prober = Prober(runtime=self.runtime, events=self.events)
+        self.prober = Prober(runtime=self.runtime, events=self.events, exec_slots=self.exec_slots)
         self._send, self.updates = trio.open_memory_channel[ProbeUpdate](UPDATES_CAPACITY)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -24,6 +24,7 @@ from kubelet_trio.prober.probe.exec import exec_probe
 from kubelet_trio.prober.probe.http import HttpProbe, request_for_action, resolve_container_port
 from kubelet_trio.prober.probe.tcp import tcp_probe, tcp_timeout_output
 from kubelet_trio.prober.results import ProbeKind, ProbeResult
+from kubelet_trio.prober.slots import ExecSlots
 
 __all__ = ["MAX_PROBE_RETRIES", "Prober", "probe_kind_name"]
 
@@ -51,20 +52,29 @@ class Prober:
     """Runs probes against containers of ``runtime``.
 
     ``host_override``: connect httpGet/tcpSocket/grpc probes that name no host here instead of the pod
-    IP (tests whose simulated pods have IPs that do not exist).
+    IP (tests whose simulated pods have IPs that do not exist). ``exec_slots``: how many exec probes may
+    be in the runtime at once (None: no bound); ``urgent`` probes (a container waits on their result to
+    be ready or started) take a free slot first.
     """
 
     runtime: RuntimeService
     events: PodEvent | None = None
     asyncio_thread: LazyAsyncioThread | None = None  # the manager's while it runs; else one per gRPC probe
     host_override: str | None = None
+    exec_slots: ExecSlots | None = None
 
     def _event(self, pod: Pod, type_: str, reason: str, message: str) -> None:
         if self.events is not None:
             self.events(pod, type_, reason, message)
 
     async def probe(
-        self, kind: ProbeKind, pod: Pod, container: Container, container_id: str, pod_ip: str
+        self,
+        kind: ProbeKind,
+        pod: Pod,
+        container: Container,
+        container_id: str,
+        pod_ip: str,
+        urgent: bool = False,
     ) -> ProbeResult:
         """Run the container's ``kind`` probe; raise :class:`ProbeError` when it could not be run."""
         spec = probe_spec(container, kind)
@@ -76,7 +86,7 @@ class Prober:
         result, output = Result.UNKNOWN, ""
         for _ in range(MAX_PROBE_RETRIES):
             try:
-                result, output = await self._run(spec, container, container_id, pod_ip)
+                result, output = await self._run(spec, container, container_id, pod_ip, urgent)
             except ProbeError as err:
                 error = err
                 continue
@@ -108,13 +118,16 @@ class Prober:
         return self.host_override or pod_ip
 
     async def _run(
-        self, spec: Probe, container: Container, container_id: str, pod_ip: str
+        self, spec: Probe, container: Container, container_id: str, pod_ip: str, urgent: bool
     ) -> tuple[Result, str]:
         """Run the handler under the probe's timeout (exec: the CRI enforces it)."""
         timeout = spec.timeout_seconds or 1
         if spec.exec is not None:
             command = expand_command_only_static(spec.exec.command or (), container.env)
-            return await exec_probe(self.runtime, container_id, command, timeout)
+            if self.exec_slots is None:
+                return await exec_probe(self.runtime, container_id, command, timeout)
+            async with self.exec_slots.slot(urgent):
+                return await exec_probe(self.runtime, container_id, command, timeout)
         if spec.http_get is not None:
             request = request_for_action(spec.http_get, container, self._host(spec.http_get.host, pod_ip))
             http = HttpProbe(request)

@@ -15,7 +15,8 @@ consecutive successes. The order of checks in :meth:`ProbeWorker.step` is Go's `
 6. within ``initialDelaySeconds`` of the container's start → wait;
 7. startup gating: a started container's startup probe idles, an unstarted one's liveness/readiness do;
 8. the kubelet has stopped the container (the status does not show it yet) → wait, no exec;
-9. probe (an error is thrown away), count the run, store at the threshold.
+9. probe (an error is thrown away), count the run, store at the threshold. An exec probe waits for a
+   slot (``slots.py``); a readiness or startup probe whose stored result is not yet Success is urgent.
 """
 
 from __future__ import annotations
@@ -252,8 +253,11 @@ class ProbeWorker:
             self._rephase = False
             self._next_tick = step_started + self.period
         try:
+            urgent = self.kind is not ProbeKind.LIVENESS and (
+                self.manager.results.get((self.kind, self.container_id)) is not ProbeResult.SUCCESS
+            )
             result = await self.manager.prober.probe(
-                self.kind, self.pod, self.container, self.container_id, pod_ip
+                self.kind, self.pod, self.container, self.container_id, pod_ip, urgent
             )
         except ProbeError:
             return True  # an error is not a result

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
 import trio
 import trio.testing
 
@@ -353,3 +354,57 @@ async def test_the_readiness_probes_of_a_started_container_run_a_period_apart_fr
         assert trio.current_time() == 0.5
         await trio.sleep_until(7)
         assert env.sim.exec_times("ready?") == [0.5, 2.5, 4.5, 6.5]
+
+
+async def test_a_slow_exec_probe_holds_its_slot_one_second_at_most(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """One exec probe at a time on this node: a readiness probe that takes 5 s (its timeout is 10 s) lets
+    the next pod's probe run after a second, not after the five."""
+    async with open_probe_node() as env:
+        env.node.kubelet._probe_manager.exec_slots.limit = 1
+        slow = exec_probe("slow?", periodSeconds=10, timeoutSeconds=10)
+        quick = exec_probe("quick?", periodSeconds=10)
+        (slow_pod,) = await env.node.apply(
+            pod_manifest(
+                "slow", [container(readinessProbe=slow)], scripts={"app": "run; exec slow? -> 0 after 5s"}
+            )
+        )
+        await trio.sleep(0.5)
+        (quick_pod,) = await env.node.apply(
+            pod_manifest("quick", [container(readinessProbe=quick)], scripts={"app": "run; exec quick? -> 0"})
+        )
+        with trio.fail_after(30):
+            await env.node.wait_for(quick_pod, lambda s: bool(container_status(s).ready))
+            await env.node.wait_for(slow_pod, lambda s: bool(container_status(s).ready))
+        assert env.sim.exec_times("slow?") == [0]
+        assert env.sim.exec_times("quick?") == [1.0]
+
+
+async def test_the_probe_of_a_container_not_yet_ready_goes_before_those_of_ready_ones(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """One exec probe at a time, kept busy by two ready pods whose probes take 0.6 s each second: the
+    first probe of a new pod's container runs as soon as the one under way ends."""
+    async with open_probe_node() as env:
+        env.node.kubelet._probe_manager.exec_slots.limit = 1
+        busy = exec_probe("busy?", periodSeconds=1, timeoutSeconds=5)
+        for name in ("busy-a", "busy-b"):
+            await env.node.apply(
+                pod_manifest(
+                    name, [container(readinessProbe=busy)], scripts={"app": "run; exec busy? -> 0 after 0.6s"}
+                )
+            )
+        await trio.sleep_until(20.1)
+        (pod,) = await env.node.apply(
+            pod_manifest(
+                "new", [container(readinessProbe=exec_probe("new?"))], scripts={"app": "run; exec new? -> 0"}
+            )
+        )
+        with trio.fail_after(30):
+            await env.node.wait_for(pod, lambda s: bool(container_status(s).ready))
+        busy_starts = env.sim.exec_times("busy?")
+        (started,) = env.sim.exec_times("new?")
+        under_way = max(t for t in busy_starts if t <= 20.1)
+        assert started == pytest.approx(under_way + 0.6)
+        assert len([t for t in busy_starts if 20.1 <= t < started]) == 0  # it had to wait behind none
