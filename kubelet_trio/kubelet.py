@@ -178,6 +178,8 @@ class Kubelet(PodsMixin, HostInterfaceMixin):
     # Pods whose data directories this kubelet has made (Go makes them on every sync; here each is a
     # thread hop, so once per pod while it is desired or known)
     _data_dirs_made: set[str] = attrs.field(init=False, factory=set)
+    # Pods whose dead containers are being removed -> asked again meanwhile (one removal per pod at a time)
+    _dead_container_removals: dict[str, bool] = attrs.field(init=False, factory=dict)
     http_urls: dict[str, str] = attrs.field(
         init=False, factory=dict
     )  # "healthz"/"readonly"/"api" -> URL, once serving
@@ -333,7 +335,10 @@ class Kubelet(PodsMixin, HostInterfaceMixin):
         """Go ``DeleteAllUnusedContainers`` (eviction's node-level reclaim): the container GC under the
         node's policy, also evicting the dead containers of pods that are not deleted."""
         await self._kube_runtime.garbage_collect(
-            self._gc_policy(), self, all_sources_ready=self.sources_ready, evict_non_deleted_pods=True
+            self._gc_policy(),
+            self._pod_workers,
+            all_sources_ready=self.sources_ready,
+            evict_non_deleted_pods=True,
         )
 
     def health_errors(self) -> list[str]:
@@ -557,7 +562,7 @@ class Kubelet(PodsMixin, HostInterfaceMixin):
             async for _ in ticks:
                 try:
                     await self._kube_runtime.garbage_collect(
-                        policy, self, all_sources_ready=self.sources_ready
+                        policy, self._pod_workers, all_sources_ready=self.sources_ready
                     )
                 except Exception as exc:
                     logger.warning("container garbage collection failed", extra=kv(error=exc))

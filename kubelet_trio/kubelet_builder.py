@@ -555,10 +555,10 @@ class _KubeletCalls:
 
     # the eviction and shutdown managers, the device manager
     async def terminate_pod_abnormally(
-        self, pod: Pod, *, grace_period: int, reason: str, message: str
+        self, pod: Pod, *, grace_period: int, reason: str, message: str, evict: bool = False
     ) -> None:
         await self.kubelet.terminate_pod_abnormally(
-            pod, grace_period=grace_period, reason=reason, message=message
+            pod, grace_period=grace_period, reason=reason, message=message, evict=evict
         )
 
     async def delete_all_unused_containers(self) -> None:

@@ -79,6 +79,7 @@ class PodsMixin:
     _object_store: ObjectStore
     _object_prefetch: Callable[[Pod], Awaitable[None]] | None
     _data_dirs_made: set[str]
+    _dead_container_removals: dict[str, bool]
     _forget_pod_events: Callable[[Collection[str]], None] | None
     _nursery: trio.Nursery | None
 
@@ -108,11 +109,12 @@ class PodsMixin:
         return (await self._kube_runtime.get_pod_status(pod.uid, pod.name, pod.namespace)).ips
 
     async def terminate_pod_abnormally(
-        self, pod: Pod, *, grace_period: int, reason: str, message: str
+        self, pod: Pod, *, grace_period: int, reason: str, message: str, evict: bool = False
     ) -> None:
         """Go ``TerminatePodAbnormallyAndWait``: the pod is Failed with ``reason`` and ``message`` (phases
         are monotonic, so it stays so) and killed through its worker with ``grace_period``; returns once it
-        is killed. Raises TimeoutError when that takes longer than the grace period and a margin."""
+        is killed. Raises TimeoutError when that takes longer than the grace period and a margin. An
+        evicted pod's containers, sandboxes and logs go once it is killed, as a deleted pod's do."""
         status = self.generate_status(pod, self._cache.get(pod.uid))
         condition = ApiPodCondition(
             type="DisruptionTarget",
@@ -127,7 +129,9 @@ class PodsMixin:
         self._status_manager.set_pod_status(pod, failed)
         killed = trio.Event()
         self._pod_workers.update_pod(
-            UpdatePodOptions(UpdateType.KILL, pod=pod, grace_period_override=grace_period, killed=killed)
+            UpdatePodOptions(
+                UpdateType.KILL, pod=pod, grace_period_override=grace_period, killed=killed, evict=evict
+            )
         )
         with trio.move_on_after(grace_period * 1.5 + KILL_DEADLINE_MARGIN):
             await killed.wait()
@@ -141,29 +145,38 @@ class PodsMixin:
         each container of ``uid``, none once the pod is deleted and terminated or evicted
         (``ShouldPodContentBeRemoved``), so a deleted pod's containers go as it ends, not a GC period
         later. Run when a container dies and when a pod's worker has terminated it (its containers may
-        have died before, while it was terminating)."""
-        if self._nursery is not None:
-            self._nursery.start_soon(self._remove_dead_containers, uid)
+        have died before, while it was terminating). One removal per pod at a time: asked again while one
+        runs (a container's death and the pod's end come together), it goes once more afterwards."""
+        if self._nursery is None:
+            return
+        if uid in self._dead_container_removals:
+            self._dead_container_removals[uid] = True
+            return
+        self._dead_container_removals[uid] = False
+        self._nursery.start_soon(self._remove_dead_containers, uid)
 
     async def _remove_dead_containers(self, uid: str) -> None:
         keep = self.config.maximum_dead_containers_per_container
-        remove_all = self._pod_workers.is_content_removable(uid)
+        removed: set[str] = set()  # the cache can show them until the next relist: not asked twice
         try:
-            await self._kube_runtime.remove_dead_containers(
-                self._cache.get(uid), keep_per_container=keep, remove_all=remove_all
-            )
-        except Exception as exc:
-            logger.warning("removing dead containers failed", extra=kv(uid=uid, error=exc))
-
-    def should_pod_content_be_removed(self, uid: str) -> bool:
-        """Container GC: a pod no longer desired whose worker cannot have running containers."""
-        return uid not in self._pod_manager.by_uid() and not self._pod_workers.could_have_running_containers(
-            uid
-        )
-
-    def should_pod_runtime_be_removed(self, uid: str) -> bool:
-        """Container GC for eviction's reclaim: a terminated pod, or one whose content should go."""
-        return self._pod_workers.is_terminated(uid) or self.should_pod_content_be_removed(uid)
+            while True:
+                self._dead_container_removals[uid] = False
+                status = self._cache.get(uid)
+                left = tuple(c for c in status.container_statuses if c.id not in removed)
+                try:
+                    removed.update(
+                        await self._kube_runtime.remove_dead_containers(
+                            attrs.evolve(status, container_statuses=left),
+                            keep_per_container=keep,
+                            remove_all=self._pod_workers.should_pod_content_be_removed(uid),
+                        )
+                    )
+                except Exception as exc:
+                    logger.warning("removing dead containers failed", extra=kv(uid=uid, error=exc))
+                if not self._dead_container_removals[uid]:
+                    return
+        finally:
+            del self._dead_container_removals[uid]
 
     def _still_running(self, uid: str) -> bool:
         """The pod cache, which a worker refreshes right after killing a pod, still shows it running (the
@@ -472,5 +485,5 @@ class PodsMixin:
         final = self.generate_status(pod, status, terminal=True)
         self._status_manager.set_pod_status(pod, final)
         self._status_manager.terminate_pod(pod)
-        if self._pod_workers.is_content_removable(pod.uid):
+        if self._pod_workers.should_pod_content_be_removed(pod.uid):
             self._start_dead_container_removal(pod.uid)

@@ -57,6 +57,7 @@ class UpdatePodOptions:
     running_pod: RuntimePod | None = None  # an orphan known only from the runtime (KILL only)
     grace_period_override: int | None = None
     killed: trio.Event | None = None  # set once the pod is fully terminated (or already was)
+    evict: bool = False  # a KILL by the eviction manager: the pod's content goes once it is terminated
 
 
 class SyncError(Exception):
@@ -208,6 +209,7 @@ class PodWorkers:
                 became_terminating = True
             elif pod.is_terminal or options.update_type is UpdateType.KILL:
                 became_terminating = True
+                status.evicted = options.evict and not pod.is_terminal
             if became_terminating:
                 status.terminating_at = now
                 logger.info("pod is terminating", extra=kv(pod=full_name, uid=uid))
@@ -283,13 +285,21 @@ class PodWorkers:
             raise KeyError(f"no pod worker for uid {uid}")
         await status.done.wait()
 
-    def is_content_removable(self, uid: str) -> bool:
-        """Go ``ShouldPodContentBeRemoved``: evicted, or deleted and terminated; a pod no worker has seen
-        once the sources have synced."""
+    def should_pod_content_be_removed(self, uid: str) -> bool:
+        """Go ``ShouldPodContentBeRemoved`` (the deletor, the container GC): evicted, or deleted and
+        terminated; a pod no worker knows once the sources have synced."""
         status = self._statuses.get(uid)
         if status is None:
             return self._pods_synced
         return status.evicted or (status.deleted and status.terminated_at is not None)
+
+    def should_pod_runtime_be_removed(self, uid: str) -> bool:
+        """Go ``ShouldPodRuntimeBeRemoved`` (eviction's reclaim): terminated; a pod no worker knows once the
+        sources have synced."""
+        status = self._statuses.get(uid)
+        if status is None:
+            return self._pods_synced
+        return status.terminated_at is not None
 
     def could_have_running_containers(self, uid: str) -> bool:
         status = self._statuses.get(uid)

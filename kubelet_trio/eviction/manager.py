@@ -103,10 +103,11 @@ class EvictionConfig:
 
 class PodKiller(Protocol):
     """Ends a pod for good with phase Failed, ``reason`` and ``message`` (Go:
-    ``TerminatePodAbnormallyAndWait``); returns once it is killed, or raises when that takes too long."""
+    ``TerminatePodAbnormallyAndWait``); returns once it is killed, or raises when that takes too long.
+    ``evict``: its content goes once it is killed (Go's ``KillPodOptions.Evict``)."""
 
     async def terminate_pod_abnormally(
-        self, pod: Pod, *, grace_period: int, reason: str, message: str
+        self, pod: Pod, *, grace_period: int, reason: str, message: str, evict: bool = False
     ) -> None: ...
 
 
@@ -347,7 +348,7 @@ class EvictionManager:
         logger.info("evicting pod", extra=kv(pod=kobj(pod), uid=pod.uid, message=message))
         try:
             await self.killer.terminate_pod_abnormally(
-                pod, grace_period=grace_period, reason=REASON, message=message
+                pod, grace_period=grace_period, reason=REASON, message=message, evict=True
             )
         except Exception as err:
             logger.error("eviction manager: pod failed to evict", extra=kv(pod=kobj(pod), error=err))

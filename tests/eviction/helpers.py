@@ -59,9 +59,10 @@ class RecordingKiller:
     kills: list[Kill] = attrs.Factory(list)
 
     async def terminate_pod_abnormally(
-        self, pod: Pod, *, grace_period: int, reason: str, message: str
+        self, pod: Pod, *, grace_period: int, reason: str, message: str, evict: bool = False
     ) -> None:
         await trio.lowlevel.checkpoint()
+        assert evict  # the eviction manager's kills are evictions (the pod's content goes)
         self.kills.append(Kill(pod.name, grace_period, reason, message, trio.current_time()))
         self.active.remove(pod)
 

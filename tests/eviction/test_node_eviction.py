@@ -78,6 +78,9 @@ async def test_memory_pressure_evicts_the_pod_over_its_request(
         }
         assert ("hog", True) not in states and ("steady", True) in states
         assert node.kubelet.status_of(hog_pod.uid).phase == "Failed"  # type: ignore[union-attr]
+        await trio.sleep(2)  # the next relist: an evicted pod's dead containers go, as a deleted pod's
+        left = [c.labels[POD_NAME_LABEL] for c in await sim.list_containers()]
+        assert left == ["steady"]
         assert node.kubelet.node_pressure() == {"MemoryPressure"}  # for the transition period
 
         # while the pressure is reported a BestEffort pod is refused, a Burstable one admitted
@@ -96,6 +99,11 @@ async def test_memory_pressure_evicts_the_pod_over_its_request(
         assert node.kubelet.status_of(steady_pod.uid).phase == "Running"  # type: ignore[union-attr]
         (again,) = await node.apply(pod_manifest("late-be-2", {"main": "run"}))
         await node.wait_for_phase(again, "Running")
+        await trio.sleep(
+            61
+        )  # a container GC (every minute): the evicted pod's sandbox goes, though it is desired
+        names = {s.metadata.name for s in await sim.list_pod_sandbox()}
+        assert "hog" not in names and {"steady", "late-be-2"} <= names
 
 
 async def test_disk_pressure_collects_dead_containers_before_evicting(

@@ -136,7 +136,7 @@ async def use_image(setup: Setup, name: str, *, keep: bool = False) -> None:
     await node.remove(pod)
     await node.wait_terminated(pod)
     kubelet = node.kubelet
-    await kubelet._kube_runtime.garbage_collect(GCPolicy(), kubelet, all_sources_ready=True)
+    await kubelet._kube_runtime.garbage_collect(GCPolicy(), kubelet._pod_workers, all_sources_ready=True)
 
 
 async def test_above_the_high_threshold_unused_images_go_lru_first_down_to_the_low_one(

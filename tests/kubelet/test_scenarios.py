@@ -388,6 +388,37 @@ async def test_a_deleted_pods_containers_are_removed_when_it_ends_if_they_died_b
         )
 
 
+@attrs.define(eq=False, kw_only=True)
+class SlowRemoveSim(SimRuntime):
+    """RemoveContainer answers after 0.5 s (a loaded runtime); every call is recorded."""
+
+    removals: list[str] = attrs.field(factory=list, init=False)
+
+    async def remove_container(self, container_id: str) -> None:
+        self.removals.append(container_id)
+        await trio.sleep(0.5)
+        await super().remove_container(container_id)
+
+
+async def test_a_dead_container_is_removed_with_one_call_when_its_death_and_its_pods_end_come_together(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The deletor is asked for by each container's death and by the pod's end, while a removal runs:
+    one removal per pod at a time, and each dead container is removed with one RemoveContainer."""
+    sim = SlowRemoveSim()
+    async with open_sim_node(sim=sim) as node:
+        (pod,) = await node.apply(pod_manifest("gone", {"app": "run", "side": "run", "third": "run"}))
+        await node.wait_for(pod, lambda s: all(is_running(s, c) for c in ("app", "side", "third")))
+        await node.delete(pod, grace_period_seconds=0)
+        await node.wait_terminated(pod)
+        await trio.sleep(5)
+        assert (
+            await node.sim.list_containers(pb.ContainerFilter(label_selector={POD_UID_LABEL: pod.uid})) == []
+        )
+        assert len(sim.removals) == 3 and len(set(sim.removals)) == 3
+        assert node.kubelet._dead_container_removals == {}
+
+
 async def test_two_nodes_share_one_runtime(autojump_clock: trio.testing.MockClock) -> None:
     sim = SimRuntime()
     async with open_sim_node("node-a", sim=sim) as a, open_sim_node("node-b", sim=sim) as b:
