@@ -97,14 +97,16 @@ class AsyncioThread:
         try:
             self.loop.run_forever()
         finally:
-            pending = asyncio.all_tasks(self.loop)
-            for task in pending:
-                task.cancel()
-            if pending:
-                self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            self._abort_transports()
-            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
-            self.loop.close()
+            try:
+                pending = asyncio.all_tasks(self.loop)
+                for task in pending:
+                    task.cancel()
+                if pending:
+                    self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+                self._abort_transports()
+                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            finally:
+                self.loop.close()
 
     def _abort_transports(self) -> None:
         """Abort the sockets still open on the loop, and let their ``connection_lost`` run. A transport
@@ -116,7 +118,10 @@ class AsyncioThread:
         if transports is None:
             return
         for transport in list(transports.values()):
-            transport.abort()
+            # one that ended once its last bytes were sent has let go of its loop but stays in the map
+            # while something holds it
+            if getattr(transport, "_loop", None) is self.loop:
+                transport.abort()
         self.loop.run_until_complete(asyncio.sleep(0))
 
     def get(self) -> AsyncioThread:

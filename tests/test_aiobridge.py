@@ -193,3 +193,39 @@ async def test_closing_aborts_a_connection_stuck_with_unsent_bytes(tmp_path: pat
             while await peer.recv(1 << 20):
                 pass
     listener.close()
+
+
+async def test_closing_passes_over_a_connection_that_ended_once_its_bytes_were_sent(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A connection closed with bytes unsent ends when its peer has read them (asyncio then forgets its
+    loop but keeps it in the loop's table while someone holds it): closing the bridge leaves it alone."""
+    path = str(tmp_path / "peer.sock")
+    listener = trio.socket.socket(trio.socket.AF_UNIX)
+    await listener.bind(path)
+    listener.listen()
+    held: list[asyncio.BaseTransport] = []
+
+    async def write_and_close() -> None:
+        transport, _ = await asyncio.get_running_loop().create_unix_connection(asyncio.Protocol, path)
+        transport.write(b"x" * (4 * 1024 * 1024))
+        transport.close()
+        assert transport.get_write_buffer_size() > 0
+        held.append(transport)
+
+    async def ended() -> bool:
+        return held[0].get_extra_info("socket").fileno() == -1
+
+    with trio.fail_after(10):
+        async with open_asyncio_thread() as bridge:
+            await bridge.call(write_and_close)
+            peer, _ = await listener.accept()
+            with peer:
+                while await peer.recv(1 << 20):
+                    pass
+            for _ in range(1000):  # the write callback that ends it runs on the bridge's loop
+                if await bridge.call(ended):
+                    break
+                await trio.sleep(0.01)
+            assert await bridge.call(ended)
+    listener.close()

@@ -34,6 +34,7 @@ from kubelet_trio.testing.containerd import PrivateContainerd
 from kubelet_trio.testing.env import LocalCriEnvironment, remove_all_pods
 from kubelet_trio.testing.images import build_image, busybox_layer, push_image
 from kubelet_trio.testing.node import SimNode, open_node
+from tests.apiserver.harness import eventually
 
 pytestmark = pytest.mark.containerd
 
@@ -135,8 +136,10 @@ async def use_image(setup: Setup, name: str, *, keep: bool = False) -> None:
         return
     await node.remove(pod)
     await node.wait_terminated(pod)
-    kubelet = node.kubelet
-    await kubelet._kube_runtime.garbage_collect(GCPolicy(), kubelet._pod_workers, all_sources_ready=True)
+    workers = node.kubelet._pod_workers
+    # a removed pod's content may go once housekeeping (every 2 s) has forgotten it, as in Go
+    await eventually(lambda: not workers.is_known(pod.uid), 30, 0.1)
+    await node.kubelet._kube_runtime.garbage_collect(GCPolicy(), workers, all_sources_ready=True)
 
 
 async def test_above_the_high_threshold_unused_images_go_lru_first_down_to_the_low_one(
