@@ -31,7 +31,12 @@ URGENT_HEAD_START = 10.0  # seconds: the default probe period
 
 
 def default_exec_slots() -> int:
-    return EXEC_PROBES_PER_CPU * (os.cpu_count() or 1)
+    """2 per CPU this process may run on (its affinity, not every CPU of the host)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return EXEC_PROBES_PER_CPU * max(cpus, 1)
 
 
 @attrs.define(eq=False)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import trio
 import trio.testing
@@ -116,3 +119,13 @@ async def test_a_probe_cancelled_while_it_runs_gives_its_slot_back(
 def test_a_limit_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="limit"):
         ExecSlots(0)
+
+
+def test_the_default_is_two_per_cpu_this_process_may_run_on() -> None:
+    """Pinned to one CPU (as a container's cpuset pins a kubelet), two slots, whatever the host has."""
+    code = (
+        "import os; os.sched_setaffinity(0, {0});"
+        " from kubelet_trio.prober.slots import ExecSlots; print(ExecSlots().limit)"
+    )
+    answer = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert answer.stdout.strip() == "2"
