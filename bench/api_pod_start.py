@@ -37,8 +37,11 @@ Go kubelet. Prints JSON.
 - Per run, the API server's own count of requests on pods and events from the creates to all Ready
   (``to_ready_apiserver_<verb>_<resource>[_<subresource>]``, this benchmark's creates left out): the
   same measure for both kubelets.
-- ``--profile FILE``: one extra (untimed) N=30 create → Ready → gone run of kubelet-trio under
-  ``py-spy record --format raw`` (collapsed stacks in FILE, a summary in the JSON).
+- Each kubelet's runtime has the pods' image before the first run (as the floor's), so that no run
+  includes its pull.
+- ``--profile FILE``: extra (untimed) create → Ready → gone runs of kubelet-trio (``--profile-size``
+  pods, 30 by default, ``--profile-rounds`` times, once by default) under one ``py-spy record --format
+  raw`` (collapsed stacks in FILE, a summary in the JSON).
 
 Usage: python bench/api_pod_start.py [--runs 3] [--sizes 10,30] [--steady-seconds 60] [--skip-go]
        [--api {auto,envtest,fake}] [--profile /tmp/profile.txt] [--background-load N]
@@ -97,6 +100,7 @@ from _common import (
 from kubelet_trio.api.timefmt import parse_rfc3339
 from kubelet_trio.apimode import open_kubeconfig_client
 from kubelet_trio.client import ApiClient, ApiClientError
+from kubelet_trio.cri.gen.runtime import v1 as pb
 from kubelet_trio.cri.remote import open_cri_runtime
 from kubelet_trio.testing.env import LocalCriEnvironment, missing_prerequisites
 
@@ -399,14 +403,24 @@ def steady_state(plane: ControlPlane, node: str, image: str, pid: int, seconds: 
 # -- profile ---------------------------------------------------------------------------------------------
 
 
-def profiled_run(kubeconfig: Path, image: str, pid: int, out: Path, n: int) -> dict[str, Any]:
-    """One untimed N-pod run of kubelet-trio under ``py-spy record`` (raw collapsed stacks)."""
+def profiled_run(
+    kubeconfig: Path, image: str, pid: int, out: Path, n: int, rounds: int = 1
+) -> dict[str, Any]:
+    """``rounds`` untimed N-pod runs of kubelet-trio under one ``py-spy record`` (raw collapsed stacks):
+    more rounds, more samples of a small N."""
+    timings: list[dict[str, float]] = []
     with py_spy_record(pid, out) as problem:
         if problem is None:
-            timing = trio.run(api_run, kubeconfig, TRIO_NODE, image, n)
+            timings = [trio.run(api_run, kubeconfig, TRIO_NODE, image, n) for _ in range(rounds)]
     if problem is not None:
         return {"skipped": problem}
-    return {"pods": n, "timing": timing, "raw": str(out), **summarize_raw_profile(out)}
+    return {
+        "pods": n,
+        "rounds": rounds,
+        "timing": medians(timings),
+        "raw": str(out),
+        **summarize_raw_profile(out),
+    }
 
 
 # -- main --------------------------------------------------------------------------------------------------
@@ -414,6 +428,17 @@ def profiled_run(kubeconfig: Path, image: str, pid: int, out: Path, n: int) -> d
 
 def series(runs: list[dict[str, float]]) -> dict[str, Any]:
     return {"runs": runs, "median": medians(runs)}
+
+
+def pull_image(endpoint: str, image: str) -> None:
+    """Pull ``image`` into the runtime at ``endpoint`` before any run: every run of a kubelet starts with
+    its image present, as the floor's do (else its first run alone would pull it, once per pod)."""
+
+    async def pull() -> None:
+        async with open_cri_runtime(endpoint) as runtime:
+            await runtime.pull_image(pb.ImageSpec(image=image))
+
+    trio.run(pull)
 
 
 def floor_once(
@@ -475,6 +500,8 @@ def main() -> int:
         help="one more argument for kubelet-trio (repeatable), e.g. --trio-arg=--v=4 with --log-dir",
     )
     parser.add_argument("--profile", type=Path, default=None, help="py-spy raw output of an extra run")
+    parser.add_argument("--profile-size", type=int, default=30, help="pods of the profiled run")
+    parser.add_argument("--profile-rounds", type=int, default=1, help="profiled runs, under one py-spy")
     parser.add_argument(
         "--background-load",
         type=int,
@@ -524,6 +551,7 @@ def main() -> int:
                     Subject("cri_floor_probing", partial(floor_of, probe_period=PROBE_PERIOD)),
                 ]
             cri = stack.enter_context(LocalCriEnvironment(workdir / "cri-trio"))
+            pull_image(cri.endpoint, cri.images.busybox)
             mine = stack.enter_context(
                 trio_kubelet(plane, cri, workdir / "trio", args.log_dir, args.trio_arg)
             )
@@ -539,6 +567,7 @@ def main() -> int:
         if go_reason is None:
             out["go_kubelet"] = go_info()
             go_cri = stack.enter_context(LocalCriEnvironment(workdir / "cri-go"))
+            pull_image(go_cri.endpoint, go_cri.images.busybox)
         else:
             out["go_kubelet"] = {"skipped": go_reason}
         go_stack = stack.enter_context(ExitStack())  # the QPS 50 kubelet, stopped for the default-QPS runs
@@ -568,7 +597,9 @@ def main() -> int:
                         subjects.remove(subject)
             results[n] = {key: series(values) for key, values in runs.items() if values}
         if args.profile is not None and mine is not None:
-            out["profile"] = profiled_run(plane.kubeconfig, trio_image, mine.pid, args.profile, max(sizes))
+            out["profile"] = profiled_run(
+                plane.kubeconfig, trio_image, mine.pid, args.profile, args.profile_size, args.profile_rounds
+            )
         go_stack.close()
         if go_cri is not None and "error" not in out["go_kubelet"] and not args.skip_go_default_qps:
             with go_kubelet(plane, go_cri, workdir / "go", args.log_dir, qps=False) as default_go:
